@@ -1,0 +1,40 @@
+# minidubbo: `make demo` and `make test` are all a new user needs.
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: test unit race fuzz lint bench demo zk-start zk-stop
+
+## test: every test, with the race detector, against a real ZooKeeper, then short fuzz runs.
+test: lint race fuzz
+
+race:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## unit: the quick tests only (real-ZooKeeper tests skip under -short).
+unit:
+	$(GO) test -short -count=1 ./...
+
+## fuzz: each fuzz target for FUZZTIME.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+demo:
+	bash scripts/demo.sh
+
+zk-start:
+	bash scripts/zookeeper.sh start
+
+zk-stop:
+	bash scripts/zookeeper.sh stop

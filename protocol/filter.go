@@ -1,0 +1,50 @@
+package protocol
+
+import "context"
+
+// Filter intercepts calls: it may look at or change the invocation, call
+// next (or not), and look at or change the outcome. Filters must be safe
+// for concurrent use.
+type Filter interface {
+	Invoke(ctx context.Context, inv *Invocation, next Invoker) (*Result, error)
+}
+
+// FilterFunc adapts a function to a Filter.
+type FilterFunc func(ctx context.Context, inv *Invocation, next Invoker) (*Result, error)
+
+// Invoke implements Filter.
+func (f FilterFunc) Invoke(ctx context.Context, inv *Invocation, next Invoker) (*Result, error) {
+	return f(ctx, inv, next)
+}
+
+// Chain returns an invoker that passes every call through filters, the
+// first filter outermost, and then to inv. The chain is built once; a call
+// through it allocates nothing for the chain itself.
+func Chain(inv Invoker, filters ...Filter) Invoker {
+	for i := len(filters) - 1; i >= 0; i-- {
+		inv = &filtered{f: filters[i], next: inv}
+	}
+	return inv
+}
+
+type filtered struct {
+	f    Filter
+	next Invoker
+}
+
+func (c *filtered) URL() *URL { return c.next.URL() }
+
+func (c *filtered) Invoke(ctx context.Context, inv *Invocation) (*Result, error) {
+	return c.f.Invoke(ctx, inv, c.next)
+}
+
+// Available reports whether the invoker at the end of the chain is available.
+func (c *filtered) Available() bool { return IsAvailable(c.next) }
+
+// Close closes the invoker at the end of the chain if it is an io.Closer.
+func (c *filtered) Close() error {
+	if cl, ok := c.next.(interface{ Close() error }); ok {
+		return cl.Close()
+	}
+	return nil
+}
