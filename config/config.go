@@ -1,0 +1,343 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration of one application: what it provides,
+// what it refers to, and where it registers. Build it in Go or load it from
+// YAML with Load or Parse; either way Validate fills defaults and checks it.
+type Config struct {
+	Application ApplicationConfig `yaml:"application"`
+	// Registries by id. A service or reference with no registries listed
+	// uses all of them.
+	Registries map[string]RegistryConfig `yaml:"registries"`
+	// Protocols by id. When empty, one "dubbo" protocol on a free port.
+	Protocols map[string]ProtocolConfig `yaml:"protocols"`
+	// Services this application provides, by id.
+	Services map[string]ServiceConfig `yaml:"services"`
+	// References to services this application calls, by id.
+	References map[string]ReferenceConfig `yaml:"references"`
+	Shutdown   ShutdownConfig             `yaml:"shutdown"`
+}
+
+// ApplicationConfig names the application.
+type ApplicationConfig struct {
+	// Name appears in registered URLs and names the provider cache file.
+	Name string `yaml:"name"`
+}
+
+// RegistryConfig is one registry.
+type RegistryConfig struct {
+	// Address is zookeeper://host:port[,host:port...] or memory://name.
+	Address string `yaml:"address"`
+	// Timeout bounds connecting and each registry operation (default 5s).
+	Timeout time.Duration `yaml:"timeout"`
+	// SessionTimeout is the ZooKeeper session timeout (default 10s).
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// Username and Password are digest credentials, both or neither.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// CacheFile is where provider lists are kept on disk; empty means the
+	// default under the user's cache directory, "-" turns the cache off.
+	CacheFile string `yaml:"cache_file"`
+}
+
+// ProtocolConfig is one protocol server.
+type ProtocolConfig struct {
+	// Name is the protocol; only "dubbo" is built in.
+	Name string `yaml:"name"`
+	// Host to listen on and to advertise (default 127.0.0.1).
+	Host string `yaml:"host"`
+	// Port to listen on; 0 picks a free port.
+	Port int `yaml:"port"`
+	// Serialization is the default body encoding: msgpack or json.
+	Serialization string `yaml:"serialization"`
+}
+
+// ServiceConfig is one provided service.
+type ServiceConfig struct {
+	Interface string `yaml:"interface"`
+	Version   string `yaml:"version"`
+	Group     string `yaml:"group"`
+	// Protocol id from Config.Protocols (default: the only one, or "dubbo").
+	Protocol string `yaml:"protocol"`
+	// Registries ids (default: all).
+	Registries []string `yaml:"registries"`
+	// Weight for load balancing (default 100; 0 takes no traffic).
+	Weight *int `yaml:"weight"`
+	// Timeout advertised to consumers (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+	// Warmup is the period over which the weight grows (default 10m).
+	Warmup *time.Duration `yaml:"warmup"`
+	// Token: "" for none, "true" for a random per-process token, or a
+	// fixed secret.
+	Token string `yaml:"token"`
+	// Executes bounds concurrent calls of this service on this provider
+	// (0: no bound beyond the protocol's dispatch limit).
+	Executes int `yaml:"executes"`
+	// Tag routes tagged calls to this provider.
+	Tag string `yaml:"tag"`
+}
+
+// ReferenceConfig is one referenced service.
+type ReferenceConfig struct {
+	Interface string `yaml:"interface"`
+	Version   string `yaml:"version"`
+	Group     string `yaml:"group"`
+	// URL, when set, calls these providers directly (comma-separated
+	// dubbo://host:port URLs or host:port addresses), without a registry.
+	URL string `yaml:"url"`
+	// Registries ids (default: all).
+	Registries []string `yaml:"registries"`
+	// LoadBalance name (default random).
+	LoadBalance string `yaml:"loadbalance"`
+	// Cluster fault-tolerance strategy name (default failover).
+	Cluster string `yaml:"cluster"`
+	// Retries after the first try for failover (default 2).
+	Retries *int `yaml:"retries"`
+	// Timeout per call when the context has no deadline (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+	// Check makes Refer fail when no provider is known (default false).
+	Check bool `yaml:"check"`
+	// Methods holds per-method overrides by method name.
+	Methods map[string]MethodConfig `yaml:"methods"`
+	// Routers are condition rules ("method = find* => host = 127.0.0.2").
+	Routers []string `yaml:"routers"`
+}
+
+// MethodConfig overrides reference settings for one method.
+type MethodConfig struct {
+	Timeout     time.Duration `yaml:"timeout"`
+	Retries     *int          `yaml:"retries"`
+	LoadBalance string        `yaml:"loadbalance"`
+}
+
+// ShutdownConfig bounds graceful shutdown.
+type ShutdownConfig struct {
+	// Timeout bounds the whole shutdown (default 10s).
+	Timeout time.Duration `yaml:"timeout"`
+	// Wait is how long a provider keeps serving after it unregistered and
+	// told its consumers it is going, before refusing new calls (default 0:
+	// consumers are told over the connection at once).
+	Wait time.Duration `yaml:"wait"`
+}
+
+// Defaults used by Validate.
+const (
+	DefaultRegistryTimeout = 5 * time.Second
+	DefaultSessionTimeout  = 10 * time.Second
+	DefaultRetries         = 2
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultProtocol        = "dubbo"
+)
+
+// Load reads and validates a YAML configuration file.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	c, err := Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads YAML configuration from r and validates it. An unknown key is
+// an error, so a typo does not silently fall back to a default.
+func Parse(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate fills defaults and checks every field; the error names the key
+// and, for names, the allowed values. Known names are the built-in ones
+// plus those the caller passes (for user-registered load balancers and
+// cluster strategies); Validate on its own accepts any non-empty name and
+// leaves name checks to New, which knows every table.
+func (c *Config) Validate() error {
+	return c.validate(nil, nil)
+}
+
+func (c *Config) validate(loadBalances, clusters []string) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	if c.Application.Name == "" {
+		c.Application.Name = "minidubbo"
+	}
+	for id, r := range c.Registries {
+		key := "registries." + id
+		switch {
+		case r.Address == "":
+			bad("%s.address is empty (want zookeeper://host:port[,host:port...] or memory://name)", key)
+		case !strings.HasPrefix(r.Address, "zookeeper://") && !strings.HasPrefix(r.Address, "memory://"):
+			bad("%s.address %q: unknown scheme (known: memory, zookeeper)", key, r.Address)
+		}
+		if r.Timeout < 0 || r.SessionTimeout < 0 {
+			bad("%s: timeouts must not be negative", key)
+		}
+		if r.Timeout == 0 {
+			r.Timeout = DefaultRegistryTimeout
+		}
+		if r.SessionTimeout == 0 {
+			r.SessionTimeout = DefaultSessionTimeout
+		}
+		if (r.Username == "") != (r.Password == "") {
+			bad("%s: username and password go together", key)
+		}
+		c.Registries[id] = r
+	}
+	if len(c.Protocols) == 0 {
+		c.Protocols = map[string]ProtocolConfig{DefaultProtocol: {}}
+	}
+	for id, p := range c.Protocols {
+		key := "protocols." + id
+		if p.Name == "" {
+			p.Name = DefaultProtocol
+		}
+		if p.Name != DefaultProtocol {
+			bad("%s.name %q: unknown protocol (known: dubbo)", key, p.Name)
+		}
+		if p.Host == "" {
+			p.Host = "127.0.0.1"
+		}
+		if p.Port < 0 || p.Port > 65535 {
+			bad("%s.port %d: want 0 (any free port) to 65535", key, p.Port)
+		}
+		if p.Serialization == "" {
+			p.Serialization = "msgpack"
+		}
+		if p.Serialization != "msgpack" && p.Serialization != "json" {
+			bad("%s.serialization %q: unknown (known: json, msgpack)", key, p.Serialization)
+		}
+		c.Protocols[id] = p
+	}
+	checkRegs := func(key string, ids []string) {
+		for _, id := range ids {
+			if _, ok := c.Registries[id]; !ok {
+				bad("%s.registries: unknown registry %q (known: %s)", key, id, strings.Join(sortedKeys(c.Registries), ", "))
+			}
+		}
+	}
+	for id, s := range c.Services {
+		key := "services." + id
+		if s.Interface == "" {
+			s.Interface = id
+		}
+		if s.Protocol == "" {
+			if len(c.Protocols) == 1 {
+				s.Protocol = sortedKeys(c.Protocols)[0]
+			} else {
+				s.Protocol = DefaultProtocol
+			}
+		}
+		if _, ok := c.Protocols[s.Protocol]; !ok {
+			bad("%s.protocol: unknown protocol %q (known: %s)", key, s.Protocol, strings.Join(sortedKeys(c.Protocols), ", "))
+		}
+		checkRegs(key, s.Registries)
+		if s.Weight != nil && *s.Weight < 0 {
+			bad("%s.weight %d: must not be negative", key, *s.Weight)
+		}
+		if s.Timeout < 0 {
+			bad("%s.timeout %v: must not be negative", key, s.Timeout)
+		}
+		if s.Timeout == 0 {
+			s.Timeout = time.Second
+		}
+		if s.Warmup != nil && *s.Warmup < 0 {
+			bad("%s.warmup %v: must not be negative", key, *s.Warmup)
+		}
+		if s.Executes < 0 {
+			bad("%s.executes %d: must not be negative", key, s.Executes)
+		}
+		c.Services[id] = s
+	}
+	for id, r := range c.References {
+		key := "references." + id
+		if r.Interface == "" {
+			r.Interface = id
+		}
+		checkRegs(key, r.Registries)
+		if r.URL == "" && len(c.Registries) == 0 {
+			bad("%s: no url and no registries to find providers in", key)
+		}
+		if r.LoadBalance == "" {
+			r.LoadBalance = "random"
+		}
+		if r.Cluster == "" {
+			r.Cluster = "failover"
+		}
+		if loadBalances != nil && !slices.Contains(loadBalances, r.LoadBalance) {
+			bad("%s.loadbalance: unknown %q (known: %s)", key, r.LoadBalance, strings.Join(loadBalances, ", "))
+		}
+		if clusters != nil && !slices.Contains(clusters, r.Cluster) {
+			bad("%s.cluster: unknown %q (known: %s)", key, r.Cluster, strings.Join(clusters, ", "))
+		}
+		if r.Retries == nil {
+			n := DefaultRetries
+			r.Retries = &n
+		} else if *r.Retries < 0 {
+			bad("%s.retries %d: must not be negative", key, *r.Retries)
+		}
+		if r.Timeout < 0 {
+			bad("%s.timeout %v: must not be negative", key, r.Timeout)
+		}
+		if r.Timeout == 0 {
+			r.Timeout = time.Second
+		}
+		for m, mc := range r.Methods {
+			mkey := key + ".methods." + m
+			if mc.Timeout < 0 {
+				bad("%s.timeout %v: must not be negative", mkey, mc.Timeout)
+			}
+			if mc.Retries != nil && *mc.Retries < 0 {
+				bad("%s.retries %d: must not be negative", mkey, *mc.Retries)
+			}
+			if mc.LoadBalance != "" && loadBalances != nil && !slices.Contains(loadBalances, mc.LoadBalance) {
+				bad("%s.loadbalance: unknown %q (known: %s)", mkey, mc.LoadBalance, strings.Join(loadBalances, ", "))
+			}
+		}
+		c.References[id] = r
+	}
+	if c.Shutdown.Timeout < 0 || c.Shutdown.Wait < 0 {
+		bad("shutdown: timeouts must not be negative")
+	}
+	if c.Shutdown.Timeout == 0 {
+		c.Shutdown.Timeout = DefaultShutdownTimeout
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

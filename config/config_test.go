@@ -1,0 +1,112 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const sampleYAML = `
+application:
+  name: shop
+registries:
+  zk:
+    address: zookeeper://127.0.0.1:2181,127.0.0.1:2182
+protocols:
+  dubbo:
+    port: 20880
+services:
+  greeter:
+    interface: demo.Greeter
+    version: "1.0"
+    weight: 0
+    timeout: 3s
+references:
+  greeter:
+    interface: demo.Greeter
+    loadbalance: roundrobin
+    methods:
+      SayHello:
+        timeout: 250ms
+        retries: 0
+`
+
+func TestParseFillsDefaults(t *testing.T) {
+	c, err := Parse(strings.NewReader(sampleYAML))
+	require.NoError(t, err)
+	assert.Equal(t, "shop", c.Application.Name)
+	assert.Equal(t, DefaultRegistryTimeout, c.Registries["zk"].Timeout)
+	assert.Equal(t, DefaultSessionTimeout, c.Registries["zk"].SessionTimeout)
+	p := c.Protocols["dubbo"]
+	assert.Equal(t, "dubbo", p.Name)
+	assert.Equal(t, "127.0.0.1", p.Host)
+	assert.Equal(t, 20880, p.Port)
+	assert.Equal(t, "msgpack", p.Serialization)
+	s := c.Services["greeter"]
+	assert.Equal(t, "dubbo", s.Protocol)
+	require.NotNil(t, s.Weight)
+	assert.Equal(t, 0, *s.Weight, "an explicit weight of 0 is kept")
+	assert.Equal(t, 3*time.Second, s.Timeout)
+	r := c.References["greeter"]
+	assert.Equal(t, "roundrobin", r.LoadBalance)
+	assert.Equal(t, "failover", r.Cluster)
+	assert.Equal(t, DefaultRetries, *r.Retries)
+	assert.Equal(t, time.Second, r.Timeout)
+	assert.Equal(t, 250*time.Millisecond, r.Methods["SayHello"].Timeout)
+	assert.Equal(t, 0, *r.Methods["SayHello"].Retries)
+	assert.Equal(t, DefaultShutdownTimeout, c.Shutdown.Timeout)
+}
+
+func TestParseRejectsUnknownKey(t *testing.T) {
+	_, err := Parse(strings.NewReader("application:\n  nmae: x\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nmae")
+}
+
+func TestValidateNamesKeyAndAllowedValues(t *testing.T) {
+	neg := -1
+	c := Config{
+		Registries: map[string]RegistryConfig{"r": {Address: "etcd://x"}},
+		Protocols:  map[string]ProtocolConfig{"p": {Name: "grpc", Serialization: "xml", Port: 70000}},
+		Services:   map[string]ServiceConfig{"s": {Protocol: "nope", Registries: []string{"zz"}, Weight: &neg}},
+		References: map[string]ReferenceConfig{"r": {Retries: &neg}},
+	}
+	err := c.validate([]string{"random", "roundrobin"}, []string{"failfast", "failover"})
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		`registries.r.address "etcd://x": unknown scheme (known: memory, zookeeper)`,
+		`protocols.p.name "grpc": unknown protocol (known: dubbo)`,
+		`protocols.p.serialization "xml": unknown (known: json, msgpack)`,
+		`protocols.p.port 70000`,
+		`services.s.protocol: unknown protocol "nope" (known: p)`,
+		`services.s.registries: unknown registry "zz" (known: r)`,
+		`services.s.weight -1`,
+		`references.r.retries -1`,
+	} {
+		assert.Contains(t, msg, want)
+	}
+	c2 := Config{References: map[string]ReferenceConfig{"r": {URL: "127.0.0.1:1", LoadBalance: "rr"}}}
+	err = c2.validate([]string{"random", "roundrobin"}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `references.r.loadbalance: unknown "rr" (known: random, roundrobin)`)
+}
+
+func TestLoadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(sampleYAML), 0o600))
+	c, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, "demo.Greeter", c.References["greeter"].Interface)
+	_, err = Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	require.Error(t, err)
+	require.NoError(t, os.WriteFile(path, []byte("references:\n  x: {}\n"), 0o600))
+	_, err = Load(path)
+	require.ErrorContains(t, err, "references.x: no url and no registries")
+	assert.Contains(t, err.Error(), path)
+}
