@@ -1,0 +1,186 @@
+package dubbo
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/serialize"
+)
+
+// Name is the protocol name in URLs (dubbo://).
+const Name = "dubbo"
+
+// EchoMethod is answered by the protocol itself: it returns its one argument.
+const EchoMethod = "$echo"
+
+// Defaults of Options.
+const (
+	DefaultConnections   = 1
+	DefaultMaxPayload    = 8 << 20
+	DefaultHeartbeat     = 30 * time.Second
+	DefaultMaxConcurrent = 200
+	DefaultDialTimeout   = 3 * time.Second
+	DefaultReconnect     = 100 * time.Millisecond
+	DefaultMaxReconnect  = 5 * time.Second
+)
+
+// Options configures a Protocol. A nil *Options, and every zero field,
+// means the default.
+type Options struct {
+	// Connections is the number of connections per provider address
+	// (default 1); calls are spread over them in turn.
+	Connections int
+	// MaxPayload bounds every frame body in both directions (default
+	// 8 MiB). A larger request fails with exchange.ErrPayloadTooLarge
+	// before it is sent; a larger response reaches the caller as the same
+	// error.
+	MaxPayload int
+	// Heartbeat is the idle time after which a heartbeat is sent (default
+	// 30 s); a peer silent for 3 heartbeats is taken as dead and every call
+	// pending on it fails with exchange.ErrConnLost.
+	Heartbeat time.Duration
+	// MaxConcurrent bounds the calls one provider port runs at once
+	// (default 200); calls over it are answered exchange.ErrServerBusy.
+	MaxConcurrent int
+	// DialTimeout bounds one dial (default 3 s).
+	DialTimeout time.Duration
+	// Reconnect is the first wait before re-dialling a lost connection
+	// (default 100 ms); it doubles up to MaxReconnect (default 5 s).
+	Reconnect, MaxReconnect time.Duration
+	// ServerTLS, when set, makes exported ports speak TLS.
+	ServerTLS *tls.Config
+	// ClientTLS, when set, makes referred connections speak TLS.
+	ClientTLS *tls.Config
+	// Serializers holds the serializations known by name and id (default
+	// serialize.Builtin()). A URL's serialization must be in it.
+	Serializers *serialize.Table
+	// Logger receives connection-level events (default zap.NewNop()).
+	Logger *zap.Logger
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	switch {
+	case c.Connections < 0:
+		return c, fmt.Errorf("dubbo: Connections %d is negative", c.Connections)
+	case c.MaxPayload < 0:
+		return c, fmt.Errorf("dubbo: MaxPayload %d is negative", c.MaxPayload)
+	case c.Heartbeat < 0:
+		return c, fmt.Errorf("dubbo: Heartbeat %v is negative", c.Heartbeat)
+	case c.MaxConcurrent < 0:
+		return c, fmt.Errorf("dubbo: MaxConcurrent %d is negative", c.MaxConcurrent)
+	case c.DialTimeout < 0:
+		return c, fmt.Errorf("dubbo: DialTimeout %v is negative", c.DialTimeout)
+	case c.Reconnect < 0 || c.MaxReconnect < 0:
+		return c, errors.New("dubbo: Reconnect and MaxReconnect must not be negative")
+	}
+	if c.Connections == 0 {
+		c.Connections = DefaultConnections
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.Reconnect == 0 {
+		c.Reconnect = DefaultReconnect
+	}
+	if c.MaxReconnect == 0 {
+		c.MaxReconnect = DefaultMaxReconnect
+	}
+	if c.MaxReconnect < c.Reconnect {
+		c.MaxReconnect = c.Reconnect
+	}
+	if c.Serializers == nil {
+		c.Serializers = serialize.Builtin()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c, nil
+}
+
+// Protocol is the dubbo protocol. It is safe for concurrent use.
+type Protocol struct {
+	opts Options
+}
+
+var _ protocol.Protocol = (*Protocol)(nil)
+
+// New returns a Protocol; opts may be nil. An invalid option is an error
+// naming it.
+func New(opts *Options) (*Protocol, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Protocol{opts: o}, nil
+}
+
+// Export serves inv on the host and port of inv.URL() (port 0 picks a free
+// port; Exporter.URL tells which). Several services may share one port;
+// they are told apart by service key. If inv implements protocol.ArgTyper
+// its arguments are decoded into the types it declares, else into plain
+// values. The returned protocol.Exporter is an *Exporter.
+func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
+	return nil, errors.New("dubbo: Export not implemented yet")
+}
+
+// Refer returns an invoker for the provider at u. It does not touch the
+// network: connections to u's address are shared by every invoker referring
+// that address, dialled on the first call and re-dialled when they break.
+// The invoker implements io.Closer and protocol.Available (false while its
+// connection is down or the provider announced it is shutting down).
+//
+// A call's timeout is its context deadline, else the URL's
+// MethodTimeout(method) (default protocol.DefaultTimeout).
+func (p *Protocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
+	return nil, errors.New("dubbo: Refer not implemented yet")
+}
+
+// Shutdown stops every server gracefully: it tells the consumers connected
+// to them to send no new calls, waits for the calls in progress until ctx
+// is done, then closes like Close.
+func (p *Protocol) Shutdown(ctx context.Context) error {
+	return p.Close()
+}
+
+// Close stops every server and closes every connection at once; pending
+// calls fail with exchange.ErrClosed. It is idempotent.
+func (p *Protocol) Close() error {
+	return nil
+}
+
+// Exporter is a service served by a Protocol.
+type Exporter struct {
+	url *protocol.URL
+	inv protocol.Invoker
+}
+
+var _ protocol.Exporter = (*Exporter)(nil)
+
+// URL returns the exported URL with the real port.
+func (e *Exporter) URL() *protocol.URL { return e.url }
+
+// Invoker returns the exported invoker; its URL is URL().
+func (e *Exporter) Invoker() protocol.Invoker { return e.inv }
+
+// Unexport stops serving the service; when it was the last service on its
+// port, the port is closed. It is idempotent.
+func (e *Exporter) Unexport() error { return nil }

@@ -1,0 +1,110 @@
+package serialize
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// NewJSON returns the encoding/json serializer, named JSON with id JSONID.
+// A sequence of values is written one JSON text per line. Before decoding
+// it checks the bytes with CheckJSON. DecodeAny returns numbers as float64.
+func NewJSON() Serializer { return jsonSerializer{} }
+
+type jsonSerializer struct{}
+
+func (jsonSerializer) Name() string                  { return JSON }
+func (jsonSerializer) ID() byte                      { return JSONID }
+func (jsonSerializer) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func (jsonSerializer) Unmarshal(data []byte, v any) error {
+	if err := CheckJSON(data); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func (jsonSerializer) NewEncoder(w io.Writer) Encoder {
+	return &jsonEncoder{e: json.NewEncoder(w)}
+}
+
+func (jsonSerializer) NewDecoder(data []byte) (Decoder, error) {
+	if err := CheckJSON(data); err != nil {
+		return nil, err
+	}
+	return &jsonDecoder{d: json.NewDecoder(bytes.NewReader(data))}, nil
+}
+
+type jsonEncoder struct{ e *json.Encoder }
+
+func (e *jsonEncoder) Encode(v any) error          { return e.e.Encode(v) }
+func (e *jsonEncoder) EncodeString(s string) error { return e.e.Encode(s) }
+func (e *jsonEncoder) EncodeInt(n int64) error     { return e.e.Encode(n) }
+func (e *jsonEncoder) EncodeMap(m map[string]string) error {
+	if len(m) == 0 {
+		return e.e.Encode(nil)
+	}
+	return e.e.Encode(m)
+}
+func (e *jsonEncoder) Release() {}
+
+type jsonDecoder struct{ d *json.Decoder }
+
+func (d *jsonDecoder) Decode(v any) error { return d.d.Decode(v) }
+func (d *jsonDecoder) DecodeAny() (any, error) {
+	var v any
+	err := d.d.Decode(&v)
+	return v, err
+}
+func (d *jsonDecoder) DecodeString() (s string, err error) {
+	err = d.d.Decode(&s)
+	return s, err
+}
+func (d *jsonDecoder) DecodeInt() (n int64, err error) {
+	err = d.d.Decode(&n)
+	return n, err
+}
+func (d *jsonDecoder) DecodeMap() (m map[string]string, err error) {
+	err = d.d.Decode(&m)
+	if len(m) == 0 {
+		m = nil
+	}
+	return m, err
+}
+func (d *jsonDecoder) Release() {}
+
+// CheckJSON scans data and returns an error wrapping ErrLimit if its
+// arrays and objects nest deeper than MaxDepth. It does not validate the
+// rest of the syntax; the decoder does.
+func CheckJSON(data []byte) error {
+	depth := 0
+	inString, escaped := false, false
+	for i, c := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth > MaxDepth {
+				return fmt.Errorf("%w: json nesting deeper than %d at offset %d", ErrLimit, MaxDepth, i)
+			}
+		case ']', '}':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package serialize
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// NewMsgpack returns the msgpack serializer (github.com/vmihailenco/msgpack/v5),
+// named Msgpack with id MsgpackID. Before decoding, it scans the bytes with
+// CheckMsgpack.
+func NewMsgpack() Serializer { return msgpackSerializer{} }
+
+type msgpackSerializer struct{}
+
+func (msgpackSerializer) Name() string { return Msgpack }
+func (msgpackSerializer) ID() byte     { return MsgpackID }
+
+func (msgpackSerializer) Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := getMsgpackEncoder(&b)
+	defer e.Release()
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (s msgpackSerializer) Unmarshal(data []byte, v any) error {
+	d, err := s.NewDecoder(data)
+	if err != nil {
+		return err
+	}
+	defer d.Release()
+	return d.Decode(v)
+}
+
+func (msgpackSerializer) NewEncoder(w io.Writer) Encoder { return getMsgpackEncoder(w) }
+
+func (msgpackSerializer) NewDecoder(data []byte) (Decoder, error) {
+	if err := CheckMsgpack(data); err != nil {
+		return nil, err
+	}
+	d := msgpackDecoders.Get().(*msgpackDecoder)
+	d.r.Reset(data)
+	d.d.ResetReader(&d.r)
+	return d, nil
+}
+
+var msgpackEncoders = sync.Pool{New: func() any {
+	e := msgpack.NewEncoder(nil)
+	e.UseCompactInts(true)
+	return &msgpackEncoder{e: e}
+}}
+
+func getMsgpackEncoder(w io.Writer) *msgpackEncoder {
+	e := msgpackEncoders.Get().(*msgpackEncoder)
+	e.e.ResetWriter(w)
+	return e
+}
+
+type msgpackEncoder struct{ e *msgpack.Encoder }
+
+func (e *msgpackEncoder) Encode(v any) error {
+	switch x := v.(type) {
+	case string:
+		return e.e.EncodeString(x)
+	case nil:
+		return e.e.EncodeNil()
+	}
+	return e.e.Encode(v)
+}
+func (e *msgpackEncoder) EncodeString(s string) error { return e.e.EncodeString(s) }
+func (e *msgpackEncoder) EncodeInt(n int64) error     { return e.e.EncodeInt(n) }
+
+func (e *msgpackEncoder) EncodeMap(m map[string]string) error {
+	if err := e.e.EncodeMapLen(len(m)); err != nil {
+		return err
+	}
+	for k, v := range m {
+		if err := e.e.EncodeString(k); err != nil {
+			return err
+		}
+		if err := e.e.EncodeString(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *msgpackEncoder) Release() {
+	e.e.ResetWriter(nil)
+	msgpackEncoders.Put(e)
+}
+
+var msgpackDecoders = sync.Pool{New: func() any {
+	d := &msgpackDecoder{d: msgpack.NewDecoder(nil)}
+	d.d.UseLooseInterfaceDecoding(true)
+	return d
+}}
+
+type msgpackDecoder struct {
+	d *msgpack.Decoder
+	r bytes.Reader
+}
+
+func (d *msgpackDecoder) Decode(v any) (err error) {
+	defer recoverDecode(&err)
+	return d.d.Decode(v)
+}
+
+func (d *msgpackDecoder) DecodeAny() (v any, err error) {
+	defer recoverDecode(&err)
+	return d.d.DecodeInterfaceLoose()
+}
+
+func (d *msgpackDecoder) DecodeString() (string, error) { return d.d.DecodeString() }
+func (d *msgpackDecoder) DecodeInt() (int64, error)     { return d.d.DecodeInt64() }
+
+func (d *msgpackDecoder) DecodeMap() (map[string]string, error) {
+	n, err := d.d.DecodeMapLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k, err := d.d.DecodeString()
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.d.DecodeString()
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (d *msgpackDecoder) Release() {
+	d.r.Reset(nil)
+	d.d.ResetReader(&d.r)
+	msgpackDecoders.Put(d)
+}
+
+func recoverDecode(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("serialize: decode: %v", r)
+	}
+}
+
+// CheckMsgpack scans data, a sequence of msgpack values, without
+// allocating, and returns an error wrapping ErrLimit if arrays and maps
+// nest deeper than MaxDepth or any declared length (of an array, map,
+// string, binary or extension) exceeds the bytes left, or an error if data
+// is truncated or holds the unused code 0xc1.
+func CheckMsgpack(data []byte) error {
+	var stack [MaxDepth]uint64 // values still expected in each open container
+	depth := 0
+	p := 0
+	for p < len(data) {
+		c := data[p]
+		p++
+		var n uint64     // payload bytes that follow the header
+		var elems uint64 // child values, for arrays and maps
+		container := false
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		case c >= 0x80 && c <= 0x8f:
+			elems, container = 2*uint64(c&0x0f), true
+		case c >= 0x90 && c <= 0x9f:
+			elems, container = uint64(c&0x0f), true
+		case c >= 0xa0 && c <= 0xbf:
+			n = uint64(c & 0x1f)
+		default:
+			var size int // bytes of the length field
+			switch c {
+			case 0xc1:
+				return fmt.Errorf("serialize: msgpack: invalid code 0xc1 at offset %d", p-1)
+			case 0xc4, 0xd9:
+				size = 1
+			case 0xc5, 0xda:
+				size = 2
+			case 0xc6, 0xdb:
+				size = 4
+			case 0xc7:
+				size, n = 1, 1
+			case 0xc8:
+				size, n = 2, 1
+			case 0xc9:
+				size, n = 4, 1
+			case 0xca, 0xce, 0xd2:
+				n = 4
+			case 0xcb, 0xcf, 0xd3:
+				n = 8
+			case 0xcc, 0xd0:
+				n = 1
+			case 0xcd, 0xd1:
+				n = 2
+			case 0xd4:
+				n = 2
+			case 0xd5:
+				n = 3
+			case 0xd6:
+				n = 5
+			case 0xd7:
+				n = 9
+			case 0xd8:
+				n = 17
+			case 0xdc:
+				size, container = 2, true
+			case 0xdd:
+				size, container = 4, true
+			case 0xde:
+				size, container = 2, true
+			case 0xdf:
+				size, container = 4, true
+			}
+			if size > 0 {
+				if len(data)-p < size {
+					return fmt.Errorf("serialize: msgpack: truncated at offset %d", p-1)
+				}
+				var l uint64
+				for _, b := range data[p : p+size] {
+					l = l<<8 | uint64(b)
+				}
+				p += size
+				switch {
+				case c == 0xde || c == 0xdf:
+					elems = 2 * l
+				case container:
+					elems = l
+				default:
+					n += l
+				}
+			}
+		}
+		left := uint64(len(data) - p)
+		if n > left {
+			return fmt.Errorf("%w: msgpack value at offset %d declares %d bytes, %d left", ErrLimit, p-1, n, left)
+		}
+		p += int(n)
+		if container && elems > 0 {
+			if elems > left {
+				return fmt.Errorf("%w: msgpack container at offset %d declares %d values, %d bytes left", ErrLimit, p-1, elems, left)
+			}
+			if depth == MaxDepth {
+				return fmt.Errorf("%w: msgpack nesting deeper than %d", ErrLimit, MaxDepth)
+			}
+			stack[depth] = elems
+			depth++
+			continue
+		}
+		// One value complete: close every container it completes.
+		for depth > 0 {
+			stack[depth-1]--
+			if stack[depth-1] > 0 {
+				break
+			}
+			depth--
+		}
+	}
+	if depth > 0 {
+		return fmt.Errorf("serialize: msgpack: truncated (%d containers open)", depth)
+	}
+	return nil
+}

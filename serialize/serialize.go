@@ -1,0 +1,171 @@
+package serialize
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Names and header ids of the built-in serializers. The ids are Dubbo's.
+const (
+	Msgpack   = "msgpack"
+	JSON      = "json"
+	MsgpackID = 27
+	JSONID    = 16
+)
+
+// MaxDepth is the deepest nesting of arrays and maps that decoding accepts.
+const MaxDepth = 64
+
+// ErrLimit is wrapped by decoding errors for input that breaks a limit: too
+// deep, or declaring more elements or bytes than it holds.
+var ErrLimit = errors.New("serialize: input exceeds decoding limits")
+
+// Serializer encodes and decodes values. protocol/dubbo calls it;
+// msgpack and json implement it; users may add their own to a Table.
+// Implementations must be safe for concurrent use.
+//
+// Decoding must be safe on untrusted bytes: Unmarshal and NewDecoder reject
+// input whose nesting is deeper than MaxDepth or whose declared lengths
+// exceed what it holds, so that no input makes the decoder allocate far
+// more than its own size or overflow the stack.
+type Serializer interface {
+	// Name is the name used in URLs (serialization=msgpack).
+	Name() string
+	// ID is the id carried in the low 5 bits of the header's flag byte.
+	ID() byte
+	// Marshal encodes one value.
+	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes one value into v, a non-nil pointer.
+	Unmarshal(data []byte, v any) error
+	// NewEncoder returns an encoder that writes a sequence of values to w.
+	// The caller must Release it when done.
+	NewEncoder(w io.Writer) Encoder
+	// NewDecoder checks data against the decoding limits and returns a
+	// decoder of the sequence of values in it, which reads data in place.
+	// The caller must Release it when done.
+	NewDecoder(data []byte) (Decoder, error)
+}
+
+// Encoder writes a sequence of values. It is not safe for concurrent use.
+type Encoder interface {
+	// Encode writes any value.
+	Encode(v any) error
+	// EncodeString writes a string without boxing it.
+	EncodeString(s string) error
+	// EncodeInt writes an integer without boxing it.
+	EncodeInt(n int64) error
+	// EncodeMap writes a string map; nil and empty maps are written alike.
+	EncodeMap(m map[string]string) error
+	// Release returns the encoder to its pool; it must not be used after.
+	Release()
+}
+
+// Decoder reads a sequence of values. It is not safe for concurrent use.
+type Decoder interface {
+	// Decode reads the next value into v, a non-nil pointer.
+	Decode(v any) error
+	// DecodeAny reads the next value as plain Go values: nil, bool,
+	// int64, uint64, float64, string, []byte, []any, map[string]any.
+	DecodeAny() (any, error)
+	// DecodeString reads the next value as a string.
+	DecodeString() (string, error)
+	// DecodeInt reads the next value as an integer.
+	DecodeInt() (int64, error)
+	// DecodeMap reads the next value as a string map (nil when empty).
+	DecodeMap() (map[string]string, error)
+	// Release returns the decoder to its pool; it must not be used after.
+	Release()
+}
+
+// Table maps names and ids to serializers. It is safe for concurrent use.
+type Table struct {
+	mu     sync.RWMutex
+	byName map[string]Serializer
+	byID   [32]Serializer
+}
+
+// Builtin returns a new Table holding msgpack and json.
+func Builtin() *Table {
+	t := &Table{byName: map[string]Serializer{}}
+	for _, s := range []Serializer{NewMsgpack(), NewJSON()} {
+		t.byName[s.Name()] = s
+		t.byID[s.ID()] = s
+	}
+	return t
+}
+
+// Register adds s. It is an error if the name is empty or taken, or the id
+// is not below 32 or taken.
+func (t *Table) Register(s Serializer) error {
+	if s == nil || s.Name() == "" {
+		return errors.New("serialize: register: empty name")
+	}
+	if s.ID() >= 32 {
+		return fmt.Errorf("serialize: register %q: id %d does not fit in 5 bits", s.Name(), s.ID())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byName == nil {
+		t.byName = map[string]Serializer{}
+	}
+	if _, ok := t.byName[s.Name()]; ok {
+		return fmt.Errorf("serialize: register %q: name taken", s.Name())
+	}
+	if o := t.byID[s.ID()]; o != nil {
+		return fmt.Errorf("serialize: register %q: id %d taken by %q", s.Name(), s.ID(), o.Name())
+	}
+	t.byName[s.Name()] = s
+	t.byID[s.ID()] = s
+	return nil
+}
+
+// Get returns the serializer called name. An unknown name is an error that
+// lists the known ones.
+func (t *Table) Get(name string) (Serializer, error) {
+	t.mu.RLock()
+	s, ok := t.byName[name]
+	t.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("serialize: unknown serialization %q (known: %s)", name, strings.Join(t.Names(), ", "))
+	}
+	return s, nil
+}
+
+// ByID returns the serializer with header id id. An unknown id is an error
+// that lists the known ones.
+func (t *Table) ByID(id byte) (Serializer, error) {
+	var s Serializer
+	t.mu.RLock()
+	if id < 32 {
+		s = t.byID[id]
+	}
+	t.mu.RUnlock()
+	if s == nil {
+		var known []string
+		t.mu.RLock()
+		for i, k := range t.byID {
+			if k != nil {
+				known = append(known, fmt.Sprintf("%d=%s", i, k.Name()))
+			}
+		}
+		t.mu.RUnlock()
+		return nil, fmt.Errorf("serialize: unknown serialization id %d (known: %s)", id, strings.Join(known, ", "))
+	}
+	return s, nil
+}
+
+// Names returns the known names, sorted.
+func (t *Table) Names() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	names := make([]string, 0, len(t.byName))
+	for n := range t.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
