@@ -1,0 +1,11 @@
+//go:build !linux
+
+package zktest
+
+import "syscall"
+
+// sysProcAttr puts the server in its own process group, so a zkServer.sh
+// and its java die together.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
