@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+var anyType = reflect.TypeFor[any]()
+
+// ProviderOption configures NewProvider.
+type ProviderOption func(*providerConfig)
+
+type providerConfig struct {
+	strict bool
+	log    *zap.Logger
+}
+
+// Strict makes NewProvider fail when any exported method of the service
+// does not fit the service rules, instead of leaving it out.
+func Strict() ProviderOption { return func(c *providerConfig) { c.strict = true } }
+
+// WithLogger sets the logger that records panics of provider methods, with
+// their stacks (default zap.NewNop()).
+func WithLogger(l *zap.Logger) ProviderOption { return func(c *providerConfig) { c.log = l } }
+
+// Provider is a provider invoker: it dispatches invocations to the methods
+// of a service value. It implements protocol.Invoker and protocol.ArgTyper,
+// and is safe for concurrent use.
+//
+// For each call it looks the method up (one map lookup), puts the
+// invocation's attachments into the context (service.AttachmentsFrom reads
+// them), and calls the method. Its errors are:
+//
+//   - an unknown method: an error wrapping exchange.ErrServiceNotFound that
+//     names the method and lists the known ones;
+//   - arguments of the wrong count or types: an error wrapping
+//     exchange.ErrBadRequest that names the method and its parameter types;
+//   - a panic in the method: a *service.Error with service.CodePanic, and
+//     the provider keeps serving;
+//   - the error the method returned, unchanged (the protocol sends it to
+//     the caller as a business error, see service.FromError).
+type Provider struct {
+	url   *protocol.URL
+	rcvr  reflect.Value
+	table *service.Table
+	iface string
+	log   *zap.Logger
+}
+
+var (
+	_ protocol.Invoker  = (*Provider)(nil)
+	_ protocol.ArgTyper = (*Provider)(nil)
+)
+
+// NewProvider returns a provider invoker serving the exported methods of
+// impl, usually a pointer to a struct, that have the form
+//
+//	func (s *S) M(ctx context.Context, args...) (T, error)
+//	func (s *S) M(ctx context.Context, args...) error
+//
+// The URL says where and as what the service is exported (its interface,
+// version and group). It is an error when no method of impl fits, or, with
+// Strict, when any exported method does not; the error names the methods
+// and the rule each breaks.
+func NewProvider(u *protocol.URL, impl any, opts ...ProviderOption) (*Provider, error) {
+	c := providerConfig{log: zap.NewNop()}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if u == nil {
+		return nil, errors.New("proxy: provider needs a URL")
+	}
+	table, err := service.TableFor(impl)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: provider %s: %w", u.Interface(), err)
+	}
+	if c.strict {
+		if err := table.Strict(); err != nil {
+			return nil, fmt.Errorf("proxy: provider %s: %w", u.Interface(), err)
+		}
+	}
+	return &Provider{url: u, rcvr: reflect.ValueOf(impl), table: table, iface: u.Interface(),
+		log: c.log.Named("proxy")}, nil
+}
+
+// URL returns the URL the provider was built with.
+func (p *Provider) URL() *protocol.URL { return p.url }
+
+// Methods returns the names of the served methods, sorted, for the URL's
+// methods parameter.
+func (p *Provider) Methods() []string { return p.table.Names() }
+
+// ArgTypes returns the parameter types of method, after the context, so the
+// protocol can decode arguments straight into them. service.EchoMethod takes
+// one argument of any type.
+func (p *Provider) ArgTypes(method string) ([]reflect.Type, bool) {
+	if m, ok := p.table.Method(method); ok {
+		return m.ArgTypes, true
+	}
+	if method == service.EchoMethod {
+		return []reflect.Type{anyType}, true
+	}
+	return nil, false
+}
+
+// Invoke calls the method inv.Method with inv.Args; see Provider for the
+// errors. The Result's Value is the method's reply (nil for an error-only
+// method).
+func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (res *protocol.Result, err error) {
+	m, ok := p.table.Method(inv.Method)
+	if !ok {
+		if inv.Method == service.EchoMethod {
+			if len(inv.Args) != 1 {
+				return nil, fmt.Errorf("%w: proxy: %s.%s takes 1 argument, got %d",
+					exchange.ErrBadRequest, p.iface, service.EchoMethod, len(inv.Args))
+			}
+			return &protocol.Result{Value: inv.Args[0]}, nil
+		}
+		return nil, fmt.Errorf("%w: proxy: %s has no method %q (known: %s)",
+			exchange.ErrServiceNotFound, p.iface, inv.Method, strings.Join(p.table.Names(), ", "))
+	}
+	args, err := m.Args(inv.Args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: proxy: %s.%w", exchange.ErrBadRequest, p.iface, trimPrefix(err))
+	}
+	if len(inv.Attachments) > 0 {
+		ctx = service.WithAttachments(ctx, service.Attachments(inv.Attachments))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			buf := make([]byte, 8<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			p.log.Error("provider method panicked", zap.String("service", p.iface),
+				zap.String("method", m.Name), zap.Any("panic", r), zap.ByteString("stack", buf))
+			res = nil
+			err = &service.Error{Code: service.CodePanic,
+				Message: fmt.Sprintf("%s.%s panicked: %v", p.iface, m.Name, r)}
+		}
+	}()
+	v, err := m.Call(ctx, p.rcvr, args)
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.Result{Value: v}, nil
+}
+
+// trimPrefix drops the "service: " prefix of a service error so the proxy
+// message reads "proxy: demo.Greeter.SayHello(...)".
+func trimPrefix(err error) error {
+	return prefixTrimmed{err}
+}
+
+type prefixTrimmed struct{ err error }
+
+func (e prefixTrimmed) Error() string { return strings.TrimPrefix(e.err.Error(), "service: ") }
+func (e prefixTrimmed) Unwrap() error { return e.err }
