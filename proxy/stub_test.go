@@ -34,7 +34,7 @@ type greeterClient struct {
 	Add      func(ctx context.Context, a, b int32) (int64, error)
 	Ping     func(ctx context.Context) error
 	Skipped  func(ctx context.Context) error `dubbo:"-"`
-	note     string //nolint:unused // unexported non-func fields are ignored
+	note     string                          //nolint:unused // unexported non-func fields are ignored
 }
 
 // recorder is a fake invoker that records invocations and answers by
@@ -266,7 +266,7 @@ func TestReferEmbedded(t *testing.T) {
 	var rec recorder
 	var c struct {
 		service.Echo
-		Inner struct{ X int } `dubbo:"-"`
+		Inner    struct{ X int } `dubbo:"-"`
 		SayHello func(context.Context, string) (string, error)
 	}
 	require.NoError(t, proxy.Refer(&c, rec.invoker()))
