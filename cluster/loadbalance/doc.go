@@ -1,0 +1,24 @@
+// Package loadbalance picks one provider out of many for each call.
+//
+// Every algorithm implements LoadBalance and is known by name in a Table:
+//
+//	t := loadbalance.Builtin()
+//	lb, err := t.New(loadbalance.RoundRobin)
+//	if err != nil { ... } // an unknown name lists the known ones
+//	inv, err := lb.Select(invokers, invocation)
+//
+// The built-in algorithms are random (weighted, the default), roundrobin
+// (smooth weighted round robin per service and method), leastactive (fewest
+// calls in flight), consistenthash (a ring of virtual nodes built from the
+// sorted provider set), shortestresponse (recent response time times calls
+// in flight) and p2c (the better of two random picks). The weighted ones
+// honour a provider's warm-up: its weight grows linearly from the start
+// time in its URL over the warm-up period (see Weight).
+//
+// leastactive, shortestresponse and p2c read per-provider statistics from a
+// Stats, which the cluster invoker updates on every call it makes (Begin and
+// End). Balancers cache what they derive from an invoker slice (weights,
+// statistics, rings) by the identity of the slice, so Select on an
+// unchanged provider list does no per-call parsing and, for random and
+// roundrobin, allocates nothing.
+package loadbalance

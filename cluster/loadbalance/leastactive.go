@@ -1,0 +1,115 @@
+package loadbalance
+
+import (
+	"sync"
+	"time"
+
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// LeastActiveBalancer picks the provider with the fewest calls in flight,
+// breaking ties by weighted random (weights, with warm-up, matter only
+// among the equally least active, as in Dubbo). The in-flight counts come
+// from Stats, which the cluster invoker updates on every call; no filter
+// needs to be configured. Providers of weight 0 are skipped unless every
+// weight is 0.
+type LeastActiveBalancer struct {
+	now   func() time.Time
+	rnd   randSource
+	stats *Stats
+	cache snapCache
+}
+
+var (
+	_ LoadBalance = (*LeastActiveBalancer)(nil)
+	_ StatsUser   = (*LeastActiveBalancer)(nil)
+)
+
+// NewLeastActive returns a least-active balancer reading o.Stats (its own
+// when nil).
+func NewLeastActive(o Options) *LeastActiveBalancer {
+	b := &LeastActiveBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats}
+	if b.stats == nil {
+		b.stats = NewStats(b.now)
+	}
+	b.cache.stats = b.stats
+	return b
+}
+
+// Stats implements StatsUser.
+func (b *LeastActiveBalancer) Stats() *Stats { return b.stats }
+
+// Select implements LoadBalance.
+func (b *LeastActiveBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
+	switch len(invokers) {
+	case 0:
+		return nil, ErrNoInvokers
+	case 1:
+		return invokers[0], nil
+	}
+	s := b.cache.get(invokers)
+	nowMs := int64(0)
+	if s.warmUntilMs > 0 {
+		nowMs = b.now().UnixMilli()
+	}
+	warming := s.warming(nowMs)
+	allZero := len(s.positive) == 0
+	tp := tiePool.Get().(*[]tie)
+	ties := (*tp)[:0]
+	defer func() { *tp = ties[:0]; tiePool.Put(tp) }()
+	least := int64(-1)
+	for i := range s.entries {
+		w := s.weightAt(i, nowMs, warming)
+		if w <= 0 {
+			if !allZero {
+				continue
+			}
+			w = 1
+		}
+		a := s.entries[i].stat.Active()
+		switch {
+		case least < 0 || a < least:
+			least = a
+			ties = append(ties[:0], tie{int32(i), w})
+		case a == least:
+			ties = append(ties, tie{int32(i), w})
+		}
+	}
+	return invokers[pickTie(ties, b.rnd)], nil
+}
+
+// tiePool recycles the tie buffers of Select, so that many equally loaded
+// providers do not cost an allocation per call.
+var tiePool = sync.Pool{New: func() any { s := make([]tie, 0, 64); return &s }}
+
+// tie is a candidate index and its weight.
+type tie struct {
+	i int32
+	w int64
+}
+
+// pickTie chooses among ties by weighted random.
+func pickTie(ties []tie, rnd randSource) int {
+	if len(ties) == 1 {
+		return int(ties[0].i)
+	}
+	var total int64
+	same := true
+	for _, t := range ties {
+		total += t.w
+		if t.w != ties[0].w {
+			same = false
+		}
+	}
+	if same || total <= 0 {
+		return int(ties[rnd.intN(len(ties))].i)
+	}
+	offset := rnd.int64N(total)
+	for _, t := range ties {
+		offset -= t.w
+		if offset < 0 {
+			return int(t.i)
+		}
+	}
+	return int(ties[len(ties)-1].i)
+}

@@ -1,0 +1,213 @@
+package loadbalance
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// Names of the built-in load balancers.
+const (
+	Random           = "random"
+	RoundRobin       = "roundrobin"
+	LeastActive      = "leastactive"
+	ConsistentHash   = "consistenthash"
+	ShortestResponse = "shortestresponse"
+	P2C              = "p2c"
+)
+
+// Default is the name of the default load balancer.
+const Default = Random
+
+// ErrNoInvokers is returned by Select for an empty invoker list.
+var ErrNoInvokers = errors.New("loadbalance: no invokers to select from")
+
+// LoadBalance picks one invoker for a call. The cluster invoker calls it
+// once per attempt with the providers that are left after routing.
+//
+// Select must be safe for concurrent use and must not block. It must not
+// modify invokers, and it may assume that the slice is not modified after
+// the call (directories hand out immutable snapshots), so it may cache what
+// it derives from the slice by the slice's identity. It returns
+// ErrNoInvokers for an empty list.
+type LoadBalance interface {
+	Select(invokers []protocol.Invoker, inv *protocol.Invocation) (protocol.Invoker, error)
+}
+
+// StatsUser is implemented by balancers that read call statistics
+// (leastactive, shortestresponse, p2c). The cluster invoker records every
+// call it makes in the returned Stats; a balancer that does not implement it
+// gets no statistics.
+type StatsUser interface {
+	Stats() *Stats
+}
+
+// Options configure a balancer when a Table builds it. The zero value means
+// defaults everywhere.
+type Options struct {
+	// Now is the clock used for warm-up and statistics; nil means time.Now.
+	Now func() time.Time
+	// Seed, when non-zero, makes the random choices repeatable: the
+	// balancer uses its own generator seeded with it (behind a mutex).
+	// Zero uses the runtime's lock-free generator.
+	Seed uint64
+	// Stats holds the per-provider statistics that leastactive,
+	// shortestresponse and p2c read. Nil gives the balancer its own; the
+	// cluster invoker passes the Stats it records calls in.
+	Stats *Stats
+	// VirtualNodes is the number of ring points per provider for
+	// consistenthash (default 160; rounded up to a multiple of 4).
+	VirtualNodes int
+	// HashArguments are the indexes of the call arguments whose values
+	// form the consistenthash key (default [0]). Indexes out of range are
+	// ignored.
+	HashArguments []int
+	// HashAttachment, when set, names an invocation attachment whose value
+	// is the consistenthash key when present (for example the caller's
+	// address, which gives client-address hashing); the arguments are
+	// used when it is absent.
+	HashAttachment string
+	// ProbeAfter is how long a provider may go without any finished call
+	// before shortestresponse forgets its response time and p2c probes it
+	// again (default 30s for shortestresponse, 5s for p2c).
+	ProbeAfter time.Duration
+}
+
+func (o Options) now() func() time.Time {
+	if o.Now != nil {
+		return o.Now
+	}
+	return time.Now
+}
+
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithNow sets the clock.
+func WithNow(now func() time.Time) Option { return func(o *Options) { o.Now = now } }
+
+// WithSeed makes random choices repeatable.
+func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
+
+// WithStats sets the statistics a balancer reads.
+func WithStats(s *Stats) Option { return func(o *Options) { o.Stats = s } }
+
+// Factory builds a new, independent balancer. Each cluster invoker owns
+// its balancer, so state such as round-robin positions is never shared
+// between services.
+type Factory func(o Options) LoadBalance
+
+// Table maps names to factories. Safe for concurrent use.
+type Table struct {
+	mu sync.RWMutex
+	m  map[string]Factory
+}
+
+// Builtin returns a new Table holding random, roundrobin, leastactive,
+// consistenthash, shortestresponse and p2c.
+func Builtin() *Table {
+	return &Table{m: map[string]Factory{
+		Random:           func(o Options) LoadBalance { return NewRandom(o) },
+		RoundRobin:       func(o Options) LoadBalance { return NewRoundRobin(o) },
+		LeastActive:      func(o Options) LoadBalance { return NewLeastActive(o) },
+		ConsistentHash:   func(o Options) LoadBalance { return NewConsistentHash(o) },
+		ShortestResponse: func(o Options) LoadBalance { return NewShortestResponse(o) },
+		P2C:              func(o Options) LoadBalance { return NewP2C(o) },
+	}}
+}
+
+// Register adds f under name. It returns an error if name is empty, f is
+// nil or the name is taken.
+func (t *Table) Register(name string, f Factory) error {
+	if name == "" {
+		return errors.New("loadbalance: register: empty name")
+	}
+	if f == nil {
+		return fmt.Errorf("loadbalance: register %q: nil factory", name)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]Factory{}
+	}
+	if _, ok := t.m[name]; ok {
+		return fmt.Errorf("loadbalance: register %q: name already taken", name)
+	}
+	t.m[name] = f
+	return nil
+}
+
+// New returns a new balancer built by the factory registered under name;
+// "" means Default. An unknown name is an error that lists Names().
+func (t *Table) New(name string, opts ...Option) (LoadBalance, error) {
+	if name == "" {
+		name = Default
+	}
+	t.mu.RLock()
+	f, ok := t.m[name]
+	t.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("loadbalance: unknown %q (known: %s)", name, strings.Join(t.Names(), ", "))
+	}
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	lb := f(o)
+	if lb == nil {
+		return nil, fmt.Errorf("loadbalance: factory %q returned nil", name)
+	}
+	return lb, nil
+}
+
+// Names returns the registered names, sorted.
+func (t *Table) Names() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	names := make([]string, 0, len(t.m))
+	for n := range t.m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// randSource draws random numbers: from the runtime's lock-free generator,
+// or from a seeded generator behind a mutex.
+type randSource struct {
+	mu *sync.Mutex
+	r  *rand.Rand
+}
+
+func newRandSource(seed uint64) randSource {
+	if seed == 0 {
+		return randSource{}
+	}
+	return randSource{mu: new(sync.Mutex), r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+func (s randSource) intN(n int) int {
+	if s.r == nil {
+		return rand.IntN(n)
+	}
+	s.mu.Lock()
+	v := s.r.IntN(n)
+	s.mu.Unlock()
+	return v
+}
+
+func (s randSource) int64N(n int64) int64 {
+	if s.r == nil {
+		return rand.Int64N(n)
+	}
+	s.mu.Lock()
+	v := s.r.Int64N(n)
+	s.mu.Unlock()
+	return v
+}

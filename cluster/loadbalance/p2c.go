@@ -1,0 +1,112 @@
+package loadbalance
+
+import (
+	"time"
+
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// P2CBalancer is the power of two choices: it draws two distinct providers
+// at random and takes the one with the lower load, where load = (moving
+// average latency + 1µs) × (calls in flight + 1) / weight. A provider with
+// no finished call within ProbeAfter (default 5s) and none in flight is
+// taken at once, once per period, so that a provider avoided for being
+// slow is measured again (a probe is not repeated after each normal
+// response). Weights include warm-up; a weight of 0 is never drawn unless
+// every weight is 0.
+type P2CBalancer struct {
+	now     func() time.Time
+	rnd     randSource
+	stats   *Stats
+	cache   snapCache
+	probeMs int64
+}
+
+var (
+	_ LoadBalance = (*P2CBalancer)(nil)
+	_ StatsUser   = (*P2CBalancer)(nil)
+)
+
+// NewP2C returns a power-of-two-choices balancer reading o.Stats (its own
+// when nil).
+func NewP2C(o Options) *P2CBalancer {
+	b := &P2CBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats,
+		probeMs: (5 * time.Second).Milliseconds()}
+	if o.ProbeAfter > 0 {
+		b.probeMs = o.ProbeAfter.Milliseconds()
+	}
+	if b.stats == nil {
+		b.stats = NewStats(b.now)
+	}
+	b.cache.stats = b.stats
+	return b
+}
+
+// Stats implements StatsUser.
+func (b *P2CBalancer) Stats() *Stats { return b.stats }
+
+// Select implements LoadBalance.
+func (b *P2CBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
+	switch len(invokers) {
+	case 0:
+		return nil, ErrNoInvokers
+	case 1:
+		return invokers[0], nil
+	}
+	s := b.cache.get(invokers)
+	nowMs := b.now().UnixMilli()
+	var x, y int
+	if n := len(s.positive); n >= 2 {
+		i := b.rnd.intN(n)
+		j := b.rnd.intN(n - 1)
+		if j >= i {
+			j++
+		}
+		x, y = int(s.positive[i]), int(s.positive[j])
+	} else if n == 1 {
+		return invokers[s.positive[0]], nil
+	} else {
+		n = len(s.entries)
+		x = b.rnd.intN(n)
+		y = b.rnd.intN(n - 1)
+		if y >= x {
+			y++
+		}
+	}
+	if b.probe(s.entries[x].stat, nowMs) {
+		return invokers[x], nil
+	}
+	if b.probe(s.entries[y].stat, nowMs) {
+		return invokers[y], nil
+	}
+	warming := s.warming(nowMs)
+	lx := b.load(s, x, nowMs, warming)
+	ly := b.load(s, y, nowMs, warming)
+	if ly < lx {
+		return invokers[y], nil
+	}
+	return invokers[x], nil
+}
+
+// probe reports whether the provider should be tried now to refresh its
+// statistics, and claims the probe so that only one caller takes it.
+func (b *P2CBalancer) probe(st *Stat, nowMs int64) bool {
+	if st.Active() > 0 || nowMs-st.lastEnd.Load() <= b.probeMs {
+		return false
+	}
+	last := st.lastProbe.Load()
+	if nowMs-last <= b.probeMs {
+		return false
+	}
+	return st.lastProbe.CompareAndSwap(last, nowMs)
+}
+
+func (b *P2CBalancer) load(s *snapshot, i int, nowMs int64, warming bool) float64 {
+	st := s.entries[i].stat
+	w := s.weightAt(i, nowMs, warming)
+	if w <= 0 {
+		w = 1
+	}
+	lat := float64(st.latencyNs()) + float64(time.Microsecond)
+	return lat * float64(st.Active()+1) / float64(w)
+}

@@ -1,0 +1,106 @@
+package loadbalance
+
+import (
+	"time"
+
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// ShortestResponseBalancer picks the provider with the lowest estimate
+// recent response time × (calls in flight + 1), breaking ties by weighted
+// random. The recent response time is a moving average kept in Stats; a
+// provider with no finished call within ProbeAfter (default 30s) — new, or
+// long avoided — is estimated at the average of the others, so it gets its
+// share and its response time is learnt again.
+type ShortestResponseBalancer struct {
+	now     func() time.Time
+	rnd     randSource
+	stats   *Stats
+	cache   snapCache
+	staleMs int64
+}
+
+var (
+	_ LoadBalance = (*ShortestResponseBalancer)(nil)
+	_ StatsUser   = (*ShortestResponseBalancer)(nil)
+)
+
+// NewShortestResponse returns a shortest-response balancer reading o.Stats
+// (its own when nil).
+func NewShortestResponse(o Options) *ShortestResponseBalancer {
+	b := &ShortestResponseBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats,
+		staleMs: (30 * time.Second).Milliseconds()}
+	if o.ProbeAfter > 0 {
+		b.staleMs = o.ProbeAfter.Milliseconds()
+	}
+	if b.stats == nil {
+		b.stats = NewStats(b.now)
+	}
+	b.cache.stats = b.stats
+	return b
+}
+
+// Stats implements StatsUser.
+func (b *ShortestResponseBalancer) Stats() *Stats { return b.stats }
+
+// Select implements LoadBalance.
+func (b *ShortestResponseBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
+	switch len(invokers) {
+	case 0:
+		return nil, ErrNoInvokers
+	case 1:
+		return invokers[0], nil
+	}
+	s := b.cache.get(invokers)
+	nowMs := b.now().UnixMilli()
+	warming := s.warming(nowMs)
+	allZero := len(s.positive) == 0
+	// first pass: the mean latency of providers with a recent sample
+	var sum, known uint64
+	for i := range s.entries {
+		if rt := b.recent(s.entries[i].stat, nowMs); rt > 0 {
+			sum += rt
+			known++
+		}
+	}
+	mean := uint64(1)
+	if known > 0 {
+		mean = max(sum/known, 1)
+	}
+	tp := tiePool.Get().(*[]tie)
+	ties := (*tp)[:0]
+	defer func() { *tp = ties[:0]; tiePool.Put(tp) }()
+	var least uint64
+	for i := range s.entries {
+		w := s.weightAt(i, nowMs, warming)
+		if w <= 0 {
+			if !allZero {
+				continue
+			}
+			w = 1
+		}
+		st := s.entries[i].stat
+		rt := b.recent(st, nowMs)
+		if rt == 0 {
+			rt = mean
+		}
+		est := rt * uint64(max(st.Active(), 0)+1)
+		switch {
+		case len(ties) == 0 || est < least:
+			least = est
+			ties = append(ties[:0], tie{int32(i), w})
+		case est == least:
+			ties = append(ties, tie{int32(i), w})
+		}
+	}
+	return invokers[pickTie(ties, b.rnd)], nil
+}
+
+// recent returns the provider's average response time in ns, or 0 when it
+// has none or it is older than the probe period.
+func (b *ShortestResponseBalancer) recent(st *Stat, nowMs int64) uint64 {
+	if nowMs-st.lastEnd.Load() > b.staleMs {
+		return 0
+	}
+	return st.latencyNs()
+}
