@@ -1,0 +1,33 @@
+package monitor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/minidubbo/minidubbo/monitor"
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+func ExampleMonitor() {
+	m := monitor.New()
+	next := protocol.InvokerFunc{F: func(_ context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+		if inv.Args[0] == "" {
+			return nil, errors.New("empty name")
+		}
+		return &protocol.Result{Value: "hello, " + inv.Args[0].(string)}, nil
+	}}
+	// The filter goes into an invoker chain, on the consumer or provider side.
+	inv := protocol.Chain(next, m.Filter(monitor.Consumer))
+
+	for _, name := range []string{"ann", "bob", ""} {
+		_, _ = inv.Invoke(context.Background(), &protocol.Invocation{
+			Service: "demo.Greeter", Method: "SayHello", Args: []any{name},
+		})
+	}
+	for _, s := range m.Snapshot() {
+		fmt.Println(s.Side, s.Service, s.Method, "calls", s.Calls, "ok", s.Successes, "failed", s.Failures, "in flight", s.Concurrent)
+	}
+	// Output:
+	// consumer demo.Greeter SayHello calls 3 ok 2 failed 1 in flight 0
+}
