@@ -1,0 +1,44 @@
+// Package greeter is the service of the direct-connect example: the
+// contract both sides share (the interface name and the consumer stub) and
+// the provider's implementation.
+package greeter
+
+import (
+	"context"
+
+	"github.com/minidubbo/minidubbo/service"
+)
+
+// Interface is the service's name in URLs; Version tells its versions apart.
+const (
+	Interface = "demo.Greeter"
+	Version   = "1.0.0"
+)
+
+// Client is the consumer stub: proxy.Refer fills its func fields, each of
+// which calls the provider method of the same name.
+type Client struct {
+	service.Echo
+	SayHello func(ctx context.Context, name string) (string, error)
+	Divide   func(ctx context.Context, a, b int64) (int64, error)
+}
+
+// Service is the provider's implementation.
+type Service struct{}
+
+// SayHello greets name, and says who asked when the caller attached "from".
+func (Service) SayHello(ctx context.Context, name string) (string, error) {
+	if from, ok := service.Attachment(ctx, "from"); ok {
+		return "hello, " + name + " (asked by " + from + ")", nil
+	}
+	return "hello, " + name, nil
+}
+
+// Divide returns a/b, or a business error with CodeInvalidArgument when b
+// is 0; the consumer gets it back as a *service.Error.
+func (Service) Divide(_ context.Context, a, b int64) (int64, error) {
+	if b == 0 {
+		return 0, service.Errorf(service.CodeInvalidArgument, "cannot divide %d by zero", a)
+	}
+	return a / b, nil
+}

@@ -1,0 +1,77 @@
+// Command provider serves demo.Greeter over the dubbo protocol at an
+// address, with no registry:
+//
+//	go run ./examples/direct/provider -addr 127.0.0.1:20880
+//
+// It prints the address it serves on (useful with port 0) and runs until
+// interrupted.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/minidubbo/minidubbo/examples/direct/greeter"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/proxy"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:20880", "`host:port` to serve on (port 0 picks a free port)")
+	flag.Parse()
+	if err := run(*addr); err != nil {
+		fmt.Fprintln(os.Stderr, "provider:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr string) error {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad -addr %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("bad -addr %q: port %q is not a number", addr, portStr)
+	}
+	p, err := dubbo.New(nil)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+
+	u := protocol.NewURL(dubbo.Name, host, port, greeter.Interface,
+		map[string]string{protocol.KeyVersion: greeter.Version})
+	inv, err := proxy.NewProvider(u, greeter.Service{})
+	if err != nil {
+		return err
+	}
+	exp, err := p.Export(inv)
+	if err != nil {
+		return err
+	}
+	served := u.Address()
+	if e, ok := exp.(*dubbo.Exporter); ok {
+		served = e.URL().Address()
+	}
+	fmt.Printf("provider: serving %s on %s\n", greeter.Interface, served)
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	<-stop
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		return err
+	}
+	fmt.Println("provider: stopped")
+	return nil
+}
