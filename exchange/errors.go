@@ -17,6 +17,12 @@ const (
 	StatusServerError     Status = 80
 	StatusClientError     Status = 90
 	StatusServerBusy      Status = 100
+	// StatusPayloadTooLarge (minidubbo's addition) answers a request whose
+	// response exceeded the payload limit.
+	StatusPayloadTooLarge Status = 51
+	// StatusReadOnly (minidubbo's addition) answers a request that reached
+	// a provider shutting down; the request was not executed.
+	StatusReadOnly Status = 101
 )
 
 // Errors returned by the exchange layer. They fall in three classes, which

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -119,6 +120,11 @@ func (o *Options) withDefaults() (Options, error) {
 // Protocol is the dubbo protocol. It is safe for concurrent use.
 type Protocol struct {
 	opts Options
+
+	mu      sync.Mutex
+	servers map[string]*server // by requested host:port
+	pools   map[string]*pool   // by provider address
+	closed  bool
 }
 
 var _ protocol.Protocol = (*Protocol)(nil)
@@ -130,7 +136,7 @@ func New(opts *Options) (*Protocol, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Protocol{opts: o}, nil
+	return &Protocol{opts: o, servers: map[string]*server{}, pools: map[string]*pool{}}, nil
 }
 
 // Export serves inv on the host and port of inv.URL() (port 0 picks a free
@@ -139,7 +145,11 @@ func New(opts *Options) (*Protocol, error) {
 // its arguments are decoded into the types it declares, else into plain
 // values. The returned protocol.Exporter is an *Exporter.
 func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
-	return nil, errors.New("dubbo: Export not implemented yet")
+	e, err := p.export(inv)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // Refer returns an invoker for the provider at u. It does not touch the
@@ -151,26 +161,84 @@ func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
 // A call's timeout is its context deadline, else the URL's
 // MethodTimeout(method) (default protocol.DefaultTimeout).
 func (p *Protocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
-	return nil, errors.New("dubbo: Refer not implemented yet")
+	inv, err := p.refer(u)
+	if err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// release drops one reference to pl and closes it after the last.
+func (p *Protocol) release(pl *pool) {
+	p.mu.Lock()
+	pl.refs--
+	last := pl.refs == 0 && p.pools[pl.addr] == pl
+	if last {
+		delete(p.pools, pl.addr)
+	}
+	p.mu.Unlock()
+	if last {
+		pl.close()
+	}
+}
+
+// take empties the protocol's tables and marks it closed.
+func (p *Protocol) take() ([]*server, []*pool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	servers := make([]*server, 0, len(p.servers))
+	for _, s := range p.servers {
+		servers = append(servers, s)
+	}
+	pools := make([]*pool, 0, len(p.pools))
+	for _, pl := range p.pools {
+		pools = append(pools, pl)
+	}
+	clear(p.servers)
+	clear(p.pools)
+	return servers, pools
 }
 
 // Shutdown stops every server gracefully: it tells the consumers connected
 // to them to send no new calls, waits for the calls in progress until ctx
 // is done, then closes like Close.
 func (p *Protocol) Shutdown(ctx context.Context) error {
-	return p.Close()
+	servers, pools := p.take()
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() { errs[i] = s.shutdown(ctx) })
+	}
+	wg.Wait()
+	for _, pl := range pools {
+		pl.close()
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops every server and closes every connection at once; pending
 // calls fail with exchange.ErrClosed. It is idempotent.
 func (p *Protocol) Close() error {
+	servers, pools := p.take()
+	for _, s := range servers {
+		s.close()
+	}
+	for _, pl := range pools {
+		pl.close()
+	}
 	return nil
 }
 
 // Exporter is a service served by a Protocol.
 type Exporter struct {
-	url *protocol.URL
-	inv protocol.Invoker
+	url  *protocol.URL
+	inv  protocol.Invoker
+	p    *Protocol
+	s    *server
+	key  string
+	once sync.Once
+	err  error
 }
 
 var _ protocol.Exporter = (*Exporter)(nil)
@@ -183,4 +251,7 @@ func (e *Exporter) Invoker() protocol.Invoker { return e.inv }
 
 // Unexport stops serving the service; when it was the last service on its
 // port, the port is closed. It is idempotent.
-func (e *Exporter) Unexport() error { return nil }
+func (e *Exporter) Unexport() error {
+	e.once.Do(func() { e.err = e.p.unexport(e) })
+	return e.err
+}

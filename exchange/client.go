@@ -1,0 +1,439 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// readOnlyEvent is the body of the event a server sends when it shuts down.
+const readOnlyEvent = "R"
+
+// Client makes calls over one connection; many goroutines may call at once
+// and their requests share the connection. Every call ends in exactly one
+// of: its response, its deadline (ErrTimeout), the connection's death
+// (ErrConnLost) or Close (ErrClosed).
+//
+// A Client does not reconnect: once its connection is gone every call fails
+// with an error wrapping ErrClosed, and protocol/dubbo dials a new one.
+type Client struct {
+	opts   Options
+	conn   *transport.Conn
+	nextID atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	err     error // set once the connection is gone
+
+	readOnly atomic.Bool
+	late     atomic.Uint64
+	wg       sync.WaitGroup
+}
+
+// call is one pending request. Synchronous calls take it from a pool and
+// reuse its channel and timer; asynchronous ones own theirs.
+type call struct {
+	done  chan struct{}
+	frame *transport.Buffer
+	err   error
+	timer *time.Timer
+
+	async   bool
+	stopCtx func() bool
+}
+
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// finish hands the outcome to the waiter; it runs once per call, by whoever
+// removed the call from the pending map.
+func (cl *call) finish() {
+	if !cl.async {
+		cl.done <- struct{}{}
+		return
+	}
+	if cl.timer != nil {
+		cl.timer.Stop()
+	}
+	if cl.stopCtx != nil {
+		cl.stopCtx()
+	}
+	close(cl.done)
+}
+
+// Dial connects to addr and returns a Client over the connection; opts may
+// be nil. A failure wraps ErrDial.
+func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := newClient(opts)
+	conn, err := transport.Dial(ctx, addr, clientHandler{c}, c.opts.transport())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrDial, addr, err)
+	}
+	c.start(conn)
+	return c, nil
+}
+
+// NewClient returns a Client over nc, which is ready for use (for example
+// one end of net.Pipe); opts may be nil and its TLS field is ignored.
+func NewClient(nc net.Conn, opts *Options) *Client {
+	c := newClient(opts)
+	c.start(transport.NewConn(nc, clientHandler{c}, c.opts.transport()))
+	return c
+}
+
+func newClient(opts *Options) *Client {
+	return &Client{opts: opts.withDefaults(), pending: map[uint64]*call{}}
+}
+
+func (c *Client) start(conn *transport.Conn) {
+	c.conn = conn
+	c.wg.Go(c.heartbeat)
+}
+
+// LocalAddr returns the local address of the connection.
+func (c *Client) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// RemoteAddr returns the provider's address.
+func (c *Client) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// Done is closed when the connection starts closing, for any reason.
+func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
+
+// Err returns why the client stopped working (wrapping ErrClosed), or nil.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// ReadOnly reports whether the provider announced that it is shutting down.
+func (c *Client) ReadOnly() bool { return c.readOnly.Load() }
+
+// Available reports whether the client takes new calls: its connection is
+// up and the provider has not announced that it is shutting down.
+func (c *Client) Available() bool { return !c.readOnly.Load() && c.Err() == nil }
+
+// Late returns how many responses arrived after their call had ended (by
+// timeout or cancellation) and were dropped.
+func (c *Client) Late() uint64 { return c.late.Load() }
+
+// Pending returns the number of calls waiting for a response.
+func (c *Client) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+// Close closes the connection, fails every pending call with ErrClosed and
+// waits for the client's goroutines. It is idempotent.
+func (c *Client) Close() error {
+	c.conn.Close()
+	c.wg.Wait()
+	return nil
+}
+
+// deadline returns how long a call may take: the sooner of ctx's deadline
+// and timeout (when positive); ok is false when there is neither.
+func deadline(ctx context.Context, timeout time.Duration) (d time.Duration, ok bool) {
+	if dl, has := ctx.Deadline(); has {
+		d = time.Until(dl)
+		if timeout <= 0 || d < timeout {
+			return d, true
+		}
+	}
+	return timeout, timeout > 0
+}
+
+// prepare checks that a request may be sent, fills in f's header and
+// registers cl under a new id. On error it releases f.
+func (c *Client) prepare(cl *call, ser byte, f *transport.Buffer) (uint64, error) {
+	if c.readOnly.Load() {
+		f.Release()
+		return 0, ErrReadOnly
+	}
+	if n := len(f.B) - HeaderSize; n > c.opts.MaxPayload {
+		f.Release()
+		return 0, fmt.Errorf("%w: request of %d bytes, limit %d", ErrPayloadTooLarge, n, c.opts.MaxPayload)
+	}
+	id := c.nextID.Add(1)
+	h := Header{Request: true, TwoWay: true, Serializer: ser, ID: id, Length: uint32(len(f.B) - HeaderSize)}
+	h.Put(f.B)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		f.Release()
+		return 0, err
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+	if err := c.conn.Send(f); err != nil {
+		if c.remove(id) {
+			return 0, fmt.Errorf("%w: %v", ErrClosed, err)
+		}
+		// The connection's death completed the call already.
+	}
+	return id, nil
+}
+
+// remove takes id out of the pending map; it reports whether it was there,
+// in which case the caller owns the call's completion.
+func (c *Client) remove(id uint64) bool {
+	c.mu.Lock()
+	_, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	return ok
+}
+
+// Call sends the request frame f (built with NewFrame, body appended,
+// serialized with serializer id ser) and waits for the response. It takes
+// ownership of f. The call's deadline is the sooner of ctx's deadline and
+// timeout (when positive); with neither it waits until the response or the
+// connection's end.
+//
+// It returns the response frame, which the caller must Release; Body gives
+// its body. A non-OK status is returned as a *StatusError.
+func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) (*transport.Buffer, error) {
+	d, hasDeadline := deadline(ctx, timeout)
+	if hasDeadline && d <= 0 {
+		f.Release()
+		return nil, timeoutError(ctx)
+	}
+	cl := calls.Get().(*call)
+	id, err := c.prepare(cl, ser, f)
+	if err != nil {
+		calls.Put(cl)
+		return nil, err
+	}
+	var timerC <-chan time.Time
+	if hasDeadline {
+		if cl.timer == nil {
+			cl.timer = time.NewTimer(d)
+		} else {
+			cl.timer.Reset(d)
+		}
+		timerC = cl.timer.C
+	}
+	select {
+	case <-cl.done:
+	case <-timerC:
+		if c.remove(id) {
+			cl.err = timeoutError(ctx)
+		} else {
+			<-cl.done
+		}
+	case <-ctx.Done():
+		if c.remove(id) {
+			cl.err = ctxError(ctx)
+		} else {
+			<-cl.done
+		}
+	}
+	if hasDeadline {
+		cl.timer.Stop()
+	}
+	resp, err := cl.frame, cl.err
+	cl.frame, cl.err = nil, nil
+	calls.Put(cl)
+	if err != nil {
+		return nil, err
+	}
+	return checkStatus(resp)
+}
+
+func timeoutError(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	}
+	return ErrTimeout
+}
+
+func ctxError(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	}
+	return fmt.Errorf("exchange: call abandoned: %w", context.Cause(ctx))
+}
+
+// checkStatus returns resp if its status is OK, else releases it and
+// returns its *StatusError.
+func checkStatus(resp *transport.Buffer) (*transport.Buffer, error) {
+	st := Status(resp.B[3])
+	if st == StatusOK {
+		return resp, nil
+	}
+	err := &StatusError{Status: st, Message: string(Body(resp))}
+	resp.Release()
+	return nil, err
+}
+
+// Future is the pending result of an asynchronous call.
+type Future struct {
+	cl *call
+}
+
+// Done is closed when the call has ended.
+func (f *Future) Done() <-chan struct{} { return f.cl.done }
+
+// Result waits for the call to end and returns what Call would have
+// returned. It may be called once.
+func (f *Future) Result() (*transport.Buffer, error) {
+	<-f.cl.done
+	if f.cl.err != nil {
+		return nil, f.cl.err
+	}
+	resp := f.cl.frame
+	f.cl.frame = nil
+	return checkStatus(resp)
+}
+
+// Go is Call without the wait: it sends the request and returns a Future
+// that ends like Call would. The deadline runs from now; cancelling ctx
+// ends the call.
+func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) *Future {
+	cl := &call{done: make(chan struct{}), async: true}
+	fut := &Future{cl: cl}
+	d, hasDeadline := deadline(ctx, timeout)
+	if hasDeadline && d <= 0 {
+		f.Release()
+		cl.err = timeoutError(ctx)
+		close(cl.done)
+		return fut
+	}
+	// The id is known only after prepare; end is set before any timer can fire.
+	var id atomic.Uint64
+	end := func(err error) {
+		if n := id.Load(); n != 0 && c.remove(n) {
+			cl.err = err
+			cl.finish()
+		}
+	}
+	if hasDeadline {
+		cl.timer = time.AfterFunc(time.Hour, func() { end(timeoutError(ctx)) })
+		cl.timer.Stop()
+	}
+	if ctx.Done() != nil {
+		cl.stopCtx = context.AfterFunc(ctx, func() { end(ctxError(ctx)) })
+	}
+	n, err := c.prepare(cl, ser, f)
+	if err != nil {
+		if cl.stopCtx != nil {
+			cl.stopCtx()
+		}
+		cl.err = err
+		close(cl.done)
+		return fut
+	}
+	id.Store(n)
+	if hasDeadline {
+		cl.timer.Reset(d)
+	}
+	if ctx.Err() != nil {
+		end(ctxError(ctx))
+	}
+	return fut
+}
+
+// complete ends the call id with frame f, or counts f as late.
+func (c *Client) complete(id uint64, f *transport.Buffer) {
+	c.mu.Lock()
+	cl := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if cl == nil {
+		c.late.Add(1)
+		f.Release()
+		return
+	}
+	cl.frame = f
+	cl.finish()
+}
+
+// heartbeat sends a heartbeat when nothing was read for a heartbeat
+// interval and aborts the connection when nothing was read for 2.5.
+func (c *Client) heartbeat() {
+	hb := c.opts.Heartbeat
+	dead := hb*5/2 + 1
+	t := time.NewTicker(max(hb/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.conn.Done():
+			return
+		case now := <-t.C:
+			idle := now.Sub(c.conn.LastRead())
+			if idle >= dead {
+				c.conn.Abort(fmt.Errorf("%w: nothing from %s for %v", ErrConnLost, c.conn.RemoteAddr(), idle.Round(time.Millisecond)))
+				return
+			}
+			if idle >= hb {
+				f := NewFrame()
+				h := Header{Request: true, TwoWay: true, Event: true, ID: c.nextID.Add(1)}
+				h.Put(f.B)
+				_ = c.conn.Send(f)
+			}
+		}
+	}
+}
+
+type clientHandler struct{ c *Client }
+
+func (h clientHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
+	hdr, err := ParseHeader(f.B)
+	switch {
+	case err != nil:
+		f.Release()
+		conn.Abort(err)
+	case hdr.Event:
+		if hdr.Request {
+			if string(Body(f)) == readOnlyEvent {
+				h.c.readOnly.Store(true)
+			} else if hdr.TwoWay {
+				answerHeartbeat(conn, hdr)
+			}
+		}
+		f.Release()
+	case hdr.Request:
+		f.Release() // a client serves no requests
+	default:
+		h.c.complete(hdr.ID, f)
+	}
+}
+
+func (h clientHandler) Closed(conn *transport.Conn, err error) {
+	c := h.c
+	var callErr, clientErr error
+	if errors.Is(err, transport.ErrClosed) {
+		callErr, clientErr = ErrClosed, ErrClosed
+	} else {
+		if !errors.Is(err, ErrConnLost) {
+			err = fmt.Errorf("%w: %v", ErrConnLost, err)
+		}
+		callErr, clientErr = err, fmt.Errorf("%w (%v)", ErrClosed, err)
+	}
+	c.mu.Lock()
+	c.err = clientErr
+	pending := c.pending
+	c.pending = map[uint64]*call{}
+	c.mu.Unlock()
+	for _, cl := range pending {
+		cl.err = callErr
+		cl.finish()
+	}
+}
+
+func answerHeartbeat(conn *transport.Conn, req Header) {
+	f := NewFrame()
+	h := Header{Event: true, Status: StatusOK, ID: req.ID, Serializer: req.Serializer}
+	h.Put(f.B)
+	_ = conn.Send(f)
+}

@@ -1,0 +1,234 @@
+package dubbo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// Response kinds, the first value of a response body.
+const (
+	kindError = 0
+	kindValue = 1
+	kindNull  = 2
+)
+
+// Bounds on the request head, checked before any argument is decoded.
+const (
+	maxNameLen = 256
+	maxArgs    = 64
+)
+
+// request is the decoded head of a request body; the arguments and
+// attachments follow in dec.
+type request struct {
+	service, version, group, method string
+	timeoutMillis                   int64
+	argc                            int64
+}
+
+// encodeRequest appends the body of inv to f.
+func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, iface string, timeout int64, atts map[string]string) error {
+	svc := inv.Service
+	if svc == "" {
+		svc = iface
+	}
+	for _, s := range [...]string{svc, inv.Version, inv.Group, inv.Method} {
+		if err := enc.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeInt(timeout); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(len(inv.Args))); err != nil {
+		return err
+	}
+	for i, a := range inv.Args {
+		if err := enc.Encode(a); err != nil {
+			return fmt.Errorf("dubbo: encode argument %d of %s.%s: %w", i, svc, inv.Method, err)
+		}
+	}
+	return enc.EncodeMap(atts)
+}
+
+func decodeRequestHead(dec serialize.Decoder) (request, error) {
+	var r request
+	for _, p := range [...]*string{&r.service, &r.version, &r.group, &r.method} {
+		s, err := dec.DecodeString()
+		if err != nil {
+			return r, fmt.Errorf("%w: dubbo: request head: %v", exchange.ErrBadRequest, err)
+		}
+		if len(s) > maxNameLen {
+			return r, fmt.Errorf("%w: dubbo: request head: name of %d bytes, limit %d", exchange.ErrBadRequest, len(s), maxNameLen)
+		}
+		*p = s
+	}
+	var err error
+	if r.timeoutMillis, err = dec.DecodeInt(); err != nil {
+		return r, fmt.Errorf("%w: dubbo: request timeout: %v", exchange.ErrBadRequest, err)
+	}
+	if r.argc, err = dec.DecodeInt(); err != nil {
+		return r, fmt.Errorf("%w: dubbo: argument count: %v", exchange.ErrBadRequest, err)
+	}
+	if r.argc < 0 || r.argc > maxArgs {
+		return r, fmt.Errorf("%w: dubbo: %s.%s: %d arguments", exchange.ErrBadRequest, r.service, r.method, r.argc)
+	}
+	return r, nil
+}
+
+// signature formats method and its parameter types: "SayHello(string, int)".
+func signature(method string, types []reflect.Type) string {
+	var b strings.Builder
+	b.WriteString(method)
+	b.WriteByte('(')
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.String())
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// decodeArgs decodes r.argc arguments into types (plain values when types
+// is nil).
+func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool) ([]any, error) {
+	if typed && int(r.argc) != len(types) {
+		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
+			exchange.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
+	}
+	if r.argc == 0 {
+		return nil, nil
+	}
+	args := make([]any, r.argc)
+	for i := range args {
+		if !typed || types[i].Kind() == reflect.Interface && types[i].NumMethod() == 0 {
+			v, err := dec.DecodeAny()
+			if err != nil {
+				return nil, argError(r, types, i, err)
+			}
+			args[i] = v
+			continue
+		}
+		p := reflect.New(types[i])
+		if err := dec.Decode(p.Interface()); err != nil {
+			return nil, argError(r, types, i, err)
+		}
+		args[i] = p.Elem().Interface()
+	}
+	return args, nil
+}
+
+func argError(r *request, types []reflect.Type, i int, err error) error {
+	if types == nil {
+		return fmt.Errorf("%w: dubbo: %s.%s argument %d: %v", exchange.ErrBadRequest, r.service, r.method, i, err)
+	}
+	return fmt.Errorf("%w: dubbo: %s.%s argument %d (%s): %v",
+		exchange.ErrBadRequest, r.service, signature(r.method, types), i, types[i], err)
+}
+
+// encodeResponse writes the outcome of a call as a response frame.
+func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr error) (*transport.Buffer, error) {
+	f := exchange.NewFrame()
+	enc := ser.NewEncoder(f)
+	defer enc.Release()
+	var atts map[string]string
+	if res != nil {
+		atts = res.Attachments
+	}
+	var err error
+	switch {
+	case callErr != nil:
+		se := service.FromError(callErr)
+		if err = enc.EncodeInt(kindError); err == nil {
+			err = enc.Encode(se)
+		}
+	case res == nil || res.Value == nil:
+		err = enc.EncodeInt(kindNull)
+	default:
+		if err = enc.EncodeInt(kindValue); err == nil {
+			err = enc.Encode(res.Value)
+		}
+	}
+	if err == nil {
+		err = enc.EncodeMap(atts)
+	}
+	if err != nil {
+		f.Release()
+		return nil, fmt.Errorf("%w: dubbo: encode response: %v", exchange.ErrServerError, err)
+	}
+	return f, nil
+}
+
+// decodeResponse decodes a response body into a Result (and inv.Reply), or
+// the remote business error.
+func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation) (*protocol.Result, error) {
+	dec, err := ser.NewDecoder(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+	}
+	defer dec.Release()
+	kind, err := dec.DecodeInt()
+	if err != nil {
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+	}
+	res := &protocol.Result{}
+	switch kind {
+	case kindError:
+		se := &service.Error{}
+		if err := dec.Decode(se); err != nil {
+			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+		}
+		se.Remote = true
+		return nil, se
+	case kindValue:
+		if inv.Reply != nil {
+			err = dec.Decode(inv.Reply)
+			res.Value = inv.Reply
+		} else {
+			res.Value, err = dec.DecodeAny()
+		}
+	case kindNull:
+		if inv.Reply != nil {
+			res.Value = inv.Reply
+		}
+	default:
+		err = fmt.Errorf("unknown response kind %d", kind)
+	}
+	if err == nil {
+		res.Attachments, err = dec.DecodeMap()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+	}
+	return res, nil
+}
+
+// isStatusError reports whether an invoker's error is an answer of the
+// protocol (unknown method, bad arguments) rather than a business error.
+func isStatusError(err error) bool {
+	var se *service.Error
+	if errors.As(err, &se) {
+		return false
+	}
+	return errors.Is(err, exchange.ErrServiceNotFound) || errors.Is(err, exchange.ErrBadRequest)
+}
+
+// ctxWithTimeout derives the provider-side context of a call.
+func ctxWithTimeout(ctx context.Context, r *request) (context.Context, context.CancelFunc) {
+	if r.timeoutMillis > 0 {
+		return context.WithTimeout(ctx, time.Duration(r.timeoutMillis)*time.Millisecond)
+	}
+	return ctx, func() {}
+}

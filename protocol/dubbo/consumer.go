@@ -1,0 +1,345 @@
+package dubbo
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+// pool holds the connections to one provider address, shared by every
+// invoker referring it.
+type pool struct {
+	addr  string
+	refs  int // under Protocol.mu
+	conns []*lazyConn
+	next  atomic.Uint32
+}
+
+// client returns a connected client, dialling on first use.
+func (pl *pool) client(ctx context.Context) (*exchange.Client, error) {
+	c := pl.conns[0]
+	if len(pl.conns) > 1 {
+		c = pl.conns[pl.next.Add(1)%uint32(len(pl.conns))]
+	}
+	return c.get(ctx)
+}
+
+func (pl *pool) available() bool {
+	for _, c := range pl.conns {
+		if c.available() {
+			return true
+		}
+	}
+	return false
+}
+
+func (pl *pool) close() {
+	for _, c := range pl.conns {
+		c.close()
+	}
+}
+
+// lazyConn is one connection to a provider: dialled on the first call, and
+// re-dialled in the background (with backoff) when it breaks.
+type lazyConn struct {
+	p    *Protocol
+	addr string
+	cur  atomic.Pointer[exchange.Client]
+
+	mu      sync.Mutex
+	dialled bool  // a dial was attempted
+	down    error // why no connection is up, while reconnecting
+	closed  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func newLazyConn(p *Protocol, addr string) *lazyConn {
+	return &lazyConn{p: p, addr: addr, stop: make(chan struct{})}
+}
+
+func alive(c *exchange.Client) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
+	if cl := c.cur.Load(); alive(cl) {
+		return cl, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return nil, exchange.ErrClosed
+	case alive(c.cur.Load()):
+		return c.cur.Load(), nil
+	case c.down != nil:
+		return nil, c.down
+	case c.dialled:
+		// The connection died and the watcher has not marked it yet.
+		return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", exchange.ErrClosed, c.addr)
+	}
+	c.dialled = true
+	cl, err := c.dial(ctx)
+	if err != nil {
+		c.down = err
+		c.wg.Go(func() { c.reconnect(nil) })
+		return nil, err
+	}
+	c.use(cl)
+	return cl, nil
+}
+
+func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.p.opts.DialTimeout)
+	defer cancel()
+	return exchange.Dial(ctx, c.addr, &exchange.Options{
+		MaxPayload: c.p.opts.MaxPayload,
+		Heartbeat:  c.p.opts.Heartbeat,
+		TLS:        c.p.opts.ClientTLS,
+		Logger:     c.p.opts.Logger.Named("dubbo.client"),
+	})
+}
+
+// use installs cl (under c.mu) and watches it.
+func (c *lazyConn) use(cl *exchange.Client) {
+	c.cur.Store(cl)
+	c.down = nil
+	c.wg.Go(func() {
+		select {
+		case <-cl.Done():
+		case <-c.stop:
+			return
+		}
+		c.reconnect(cl)
+	})
+}
+
+// reconnect re-dials until it succeeds or the connection is closed.
+func (c *lazyConn) reconnect(old *exchange.Client) {
+	if old != nil {
+		old.Close()
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		c.down = fmt.Errorf("%w: connection to %s lost (%v), reconnecting", exchange.ErrClosed, c.addr, old.Err())
+		c.mu.Unlock()
+		c.p.opts.Logger.Info("connection lost", zap.String("addr", c.addr), zap.Error(old.Err()))
+	}
+	wait := c.p.opts.Reconnect
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		cl, err := c.dial(ctx)
+		cancel()
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			if cl != nil {
+				cl.Close()
+			}
+			return
+		}
+		if err == nil {
+			c.use(cl)
+			c.mu.Unlock()
+			c.p.opts.Logger.Info("reconnected", zap.String("addr", c.addr))
+			return
+		}
+		c.down = err
+		c.mu.Unlock()
+		wait = min(2*wait, c.p.opts.MaxReconnect)
+		t.Reset(wait)
+	}
+}
+
+func (c *lazyConn) available() bool {
+	if cl := c.cur.Load(); alive(cl) {
+		return !cl.ReadOnly()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && !c.dialled
+}
+
+func (c *lazyConn) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.stop)
+	}
+	c.mu.Unlock()
+	if cl := c.cur.Load(); cl != nil {
+		cl.Close()
+	}
+	c.wg.Wait()
+}
+
+// invoker is a referred provider.
+type invoker struct {
+	p        *Protocol
+	url      *protocol.URL
+	iface    string
+	ser      serialize.Serializer
+	timeout  time.Duration
+	timeouts map[string]time.Duration // per method, from "{method}.timeout"
+	pool     *pool
+	closed   atomic.Bool
+}
+
+var (
+	_ protocol.Invoker   = (*invoker)(nil)
+	_ protocol.Available = (*invoker)(nil)
+)
+
+func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
+	if u == nil {
+		return nil, fmt.Errorf("dubbo: refer: nil URL")
+	}
+	if u.Host == "" || u.Port <= 0 {
+		return nil, fmt.Errorf("dubbo: refer %s: URL has no host:port", u)
+	}
+	ser, err := p.opts.Serializers.Get(u.Serialization())
+	if err != nil {
+		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), err)
+	}
+	inv := &invoker{p: p, url: u, iface: u.Interface(), ser: ser, timeout: u.Timeout()}
+	for k, v := range u.Params() {
+		m, ok := strings.CutSuffix(k, "."+protocol.KeyTimeout)
+		if !ok || m == "" {
+			continue
+		}
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("dubbo: refer %s: url parameter %s=%q is not a positive integer", u.ServiceKey(), k, v)
+		}
+		if inv.timeouts == nil {
+			inv.timeouts = map[string]time.Duration{}
+		}
+		inv.timeouts[m] = time.Duration(ms) * time.Millisecond
+	}
+	addr := u.Address()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), exchange.ErrClosed)
+	}
+	pl := p.pools[addr]
+	if pl == nil {
+		pl = &pool{addr: addr, conns: make([]*lazyConn, p.opts.Connections)}
+		for i := range pl.conns {
+			pl.conns[i] = newLazyConn(p, addr)
+		}
+		p.pools[addr] = pl
+	}
+	pl.refs++
+	inv.pool = pl
+	return inv, nil
+}
+
+// URL returns the referred URL.
+func (r *invoker) URL() *protocol.URL { return r.url }
+
+// Available reports whether a call may be sent now.
+func (r *invoker) Available() bool { return !r.closed.Load() && r.pool.available() }
+
+// Close releases the invoker's share of the connections; the last invoker
+// of an address closes them. It is idempotent.
+func (r *invoker) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	r.p.release(r.pool)
+	return nil
+}
+
+func (r *invoker) methodTimeout(method string) time.Duration {
+	if t, ok := r.timeouts[method]; ok {
+		return t
+	}
+	return r.timeout
+}
+
+// Invoke sends inv to the provider and waits for the answer.
+func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	if r.closed.Load() {
+		return nil, exchange.ErrClosed
+	}
+	cl, err := r.pool.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var timeout time.Duration
+	dl, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		timeout = r.methodTimeout(inv.Method)
+	}
+	millis := timeout.Milliseconds()
+	if hasDeadline {
+		millis = max(time.Until(dl).Milliseconds(), 1)
+	}
+	atts := inv.Attachments
+	if ca := service.AttachmentsFrom(ctx); len(ca) > 0 {
+		if len(atts) == 0 {
+			atts = ca
+		} else {
+			m := make(map[string]string, len(ca)+len(atts))
+			for k, v := range ca {
+				m[k] = v
+			}
+			for k, v := range atts {
+				m[k] = v
+			}
+			atts = m
+		}
+	}
+	f := exchange.NewFrame()
+	enc := r.ser.NewEncoder(f)
+	err = encodeRequest(enc, inv, r.iface, millis, atts)
+	enc.Release()
+	if err != nil {
+		f.Release()
+		return nil, err
+	}
+	resp, err := cl.Call(ctx, timeout, r.ser.ID(), f)
+	if err != nil {
+		return nil, err
+	}
+	res, err := decodeResponse(r.ser, exchange.Body(resp), inv)
+	resp.Release()
+	return res, err
+}

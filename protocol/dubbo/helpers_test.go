@@ -1,0 +1,134 @@
+package dubbo_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+const testTimeout = 10 * time.Second
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// greeter is a hand-written provider invoker with typed methods.
+type greeter struct {
+	u       *protocol.URL
+	calls   atomic.Int64
+	release chan struct{} // Block waits on it
+	started chan struct{} // Block signals it
+}
+
+type Person struct {
+	Name string `msgpack:"name" json:"name"`
+	Age  int    `msgpack:"age" json:"age"`
+}
+
+var (
+	stringT = reflect.TypeFor[string]()
+	intT    = reflect.TypeFor[int]()
+	personT = reflect.TypeFor[Person]()
+)
+
+func (g *greeter) URL() *protocol.URL { return g.u }
+
+func (g *greeter) ArgTypes(method string) ([]reflect.Type, bool) {
+	switch method {
+	case "SayHello", "Fail", "Attach":
+		return []reflect.Type{stringT}, true
+	case "Add":
+		return []reflect.Type{intT, intT}, true
+	case "Greet":
+		return []reflect.Type{personT}, true
+	case "Panic", "Block", "Nothing", "Deadline":
+		return nil, true
+	case "Big":
+		return []reflect.Type{intT}, true
+	}
+	return nil, false
+}
+
+func (g *greeter) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	g.calls.Add(1)
+	switch inv.Method {
+	case "SayHello":
+		return &protocol.Result{Value: "hello " + inv.Args[0].(string)}, nil
+	case "Add":
+		return &protocol.Result{Value: inv.Args[0].(int) + inv.Args[1].(int)}, nil
+	case "Greet":
+		p := inv.Args[0].(Person)
+		return &protocol.Result{Value: Person{Name: "dear " + p.Name, Age: p.Age + 1}}, nil
+	case "Fail":
+		return nil, fmt.Errorf("wrapped: %w", service.Errorf(service.CodeNotFound, "no %s", inv.Args[0]))
+	case "Panic":
+		panic("boom")
+	case "Nothing":
+		return &protocol.Result{}, nil
+	case "Attach":
+		v, _ := service.Attachment(ctx, inv.Args[0].(string))
+		return &protocol.Result{Value: v, Attachments: map[string]string{"back": "yes"}}, nil
+	case "Block":
+		if g.started != nil {
+			g.started <- struct{}{}
+		}
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+		}
+		return &protocol.Result{Value: "released"}, nil
+	case "Deadline":
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return &protocol.Result{Value: int64(-1)}, nil
+		}
+		return &protocol.Result{Value: time.Until(dl).Milliseconds()}, nil
+	case "Big":
+		return &protocol.Result{Value: strings.Repeat("x", inv.Args[0].(int))}, nil
+	}
+	return nil, fmt.Errorf("unexpected method %s", inv.Method)
+}
+
+func providerURL(iface string, params ...string) *protocol.URL {
+	m := map[string]string{}
+	for i := 0; i+1 < len(params); i += 2 {
+		m[params[i]] = params[i+1]
+	}
+	return protocol.NewURL("dubbo", "127.0.0.1", 0, iface, m)
+}
+
+// newProtocol returns a Protocol closed at the end of the test.
+func newProtocol(t testing.TB, opts *dubbo.Options) *dubbo.Protocol {
+	p, err := dubbo.New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// export serves a greeter and returns it with the exported URL.
+func export(t testing.TB, p *dubbo.Protocol, u *protocol.URL) (*greeter, *protocol.URL) {
+	g := &greeter{u: u, release: make(chan struct{})}
+	exp, err := p.Export(g)
+	require.NoError(t, err)
+	return g, exp.(*dubbo.Exporter).URL()
+}
+
+// refer returns an invoker for u, closed at the end of the test.
+func refer(t testing.TB, p *dubbo.Protocol, u *protocol.URL) protocol.Invoker {
+	inv, err := p.Refer(u)
+	require.NoError(t, err)
+	t.Cleanup(func() { inv.(interface{ Close() error }).Close() })
+	return inv
+}

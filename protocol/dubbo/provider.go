@@ -1,0 +1,272 @@
+package dubbo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// unexportWait bounds how long Unexport of a port's last service waits for
+// the calls in progress.
+const unexportWait = 10 * time.Second
+
+// exported is one service served on a port.
+type exported struct {
+	inv   protocol.Invoker
+	typer protocol.ArgTyper // nil: arguments decode as plain values
+}
+
+// server serves the services exported on one port.
+type server struct {
+	p    *Protocol
+	key  string // the requested host:port
+	port int    // the real port
+	es   *exchange.Server
+	done chan struct{} // closed when Serve returns
+
+	mu       sync.Mutex // writers of services
+	services atomic.Pointer[map[string]*exported]
+}
+
+// argTyperOf finds the ArgTyper at the end of a chain of wrappers that have
+// an Unwrap method (like protocol.Chain's).
+func argTyperOf(inv protocol.Invoker) protocol.ArgTyper {
+	for range 64 {
+		if t, ok := inv.(protocol.ArgTyper); ok {
+			return t
+		}
+		u, ok := inv.(interface{ Unwrap() protocol.Invoker })
+		if !ok {
+			return nil
+		}
+		inv = u.Unwrap()
+	}
+	return nil
+}
+
+func (p *Protocol) listen(host string, port int) (*server, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := transport.Listen(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dubbo: export: %w", err)
+	}
+	s := &server{p: p, key: addr, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	s.services.Store(&map[string]*exported{})
+	s.es, err = exchange.NewServer(s, &exchange.Options{
+		MaxPayload:    p.opts.MaxPayload,
+		Heartbeat:     p.opts.Heartbeat,
+		MaxConcurrent: p.opts.MaxConcurrent,
+		TLS:           p.opts.ServerTLS,
+		Logger:        p.opts.Logger.Named("dubbo.server"),
+	})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	go func() {
+		defer close(s.done)
+		_ = s.es.Serve(l)
+	}()
+	return s, nil
+}
+
+// add serves e under key; it is an error if key is served already.
+func (s *server) add(key string, e *exported) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.services.Load()
+	if _, ok := old[key]; ok {
+		return fmt.Errorf("dubbo: export: %s is already exported on port %d", key, s.port)
+	}
+	m := make(map[string]*exported, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = e
+	s.services.Store(&m)
+	return nil
+}
+
+// remove stops serving key and reports how many services are left.
+func (s *server) remove(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.services.Load()
+	m := make(map[string]*exported, len(old))
+	for k, v := range old {
+		if k != key {
+			m[k] = v
+		}
+	}
+	s.services.Store(&m)
+	return len(m)
+}
+
+func (s *server) shutdown(ctx context.Context) error {
+	err := s.es.Shutdown(ctx)
+	<-s.done
+	return err
+}
+
+func (s *server) close() {
+	s.es.Close()
+	<-s.done
+}
+
+func (s *server) names() string {
+	m := *s.services.Load()
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// Handle implements exchange.Handler: it decodes a request, calls the
+// service and encodes the outcome.
+func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.Buffer, error) {
+	ser, err := s.p.opts.Serializers.ByID(req.Serializer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dubbo: %v", exchange.ErrBadRequest, err)
+	}
+	dec, err := ser.NewDecoder(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dubbo: %v", exchange.ErrBadRequest, err)
+	}
+	defer dec.Release()
+	r, err := decodeRequestHead(dec)
+	if err != nil {
+		return nil, err
+	}
+	key := protocol.ServiceKey(r.service, r.version, r.group)
+	e := (*s.services.Load())[key]
+	if e == nil {
+		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d (exported: %s)", exchange.ErrServiceNotFound, key, s.port, s.names())
+	}
+	var types []reflect.Type
+	typed := false
+	switch {
+	case r.method == EchoMethod:
+		types, typed = echoTypes, true
+	case e.typer != nil:
+		var ok bool
+		if types, ok = e.typer.ArgTypes(r.method); !ok {
+			return nil, fmt.Errorf("%w: dubbo: service %s has no method %q", exchange.ErrServiceNotFound, key, r.method)
+		}
+		typed = true
+	}
+	args, err := decodeArgs(dec, &r, types, typed)
+	if err != nil {
+		return nil, err
+	}
+	atts, err := dec.DecodeMap()
+	if err != nil {
+		return nil, fmt.Errorf("%w: dubbo: %s.%s attachments: %v", exchange.ErrBadRequest, key, r.method, err)
+	}
+	if r.method == EchoMethod {
+		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
+	}
+	ctx, cancel := ctxWithTimeout(ctx, &r)
+	defer cancel()
+	if len(atts) > 0 {
+		ctx = service.WithAttachments(ctx, atts)
+	}
+	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts}
+	res, err := s.invoke(ctx, e.inv, inv)
+	if err != nil && isStatusError(err) {
+		return nil, err
+	}
+	return encodeResponse(ser, res, err)
+}
+
+var echoTypes = []reflect.Type{reflect.TypeFor[any]()}
+
+// invoke calls inv, turning a panic into a business error for this caller.
+func (s *server) invoke(ctx context.Context, invoker protocol.Invoker, inv *protocol.Invocation) (res *protocol.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.p.opts.Logger.Error("invoker panicked", zap.String("service", inv.Service), zap.String("method", inv.Method), zap.Any("panic", r))
+			res, err = nil, &service.Error{Code: service.CodePanic, Message: fmt.Sprintf("%s.%s panicked: %v", inv.Service, inv.Method, r)}
+		}
+	}()
+	return invoker.Invoke(ctx, inv)
+}
+
+// Export implements protocol.Protocol; see the Protocol doc.
+func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
+	if inv == nil || inv.URL() == nil {
+		return nil, fmt.Errorf("dubbo: export: invoker without a URL")
+	}
+	u := inv.URL()
+	if _, err := p.opts.Serializers.Get(u.Serialization()); err != nil {
+		return nil, fmt.Errorf("dubbo: export %s: %w", u.ServiceKey(), err)
+	}
+	key := u.ServiceKey()
+	reqAddr := net.JoinHostPort(u.Host, strconv.Itoa(u.Port))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("dubbo: export %s: %w", key, exchange.ErrClosed)
+	}
+	s := p.servers[reqAddr]
+	fresh := s == nil
+	if fresh {
+		var err error
+		if s, err = p.listen(u.Host, u.Port); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.add(key, &exported{inv: inv, typer: argTyperOf(inv)}); err != nil {
+		if fresh {
+			s.close()
+		}
+		return nil, err
+	}
+	if fresh {
+		p.servers[reqAddr] = s
+	}
+	real := protocol.NewURL(u.Protocol, u.Host, s.port, u.Path, u.Params())
+	return &Exporter{url: real, inv: urlInvoker{Invoker: inv, u: real}, p: p, s: s, key: key}, nil
+}
+
+func (p *Protocol) unexport(e *Exporter) error {
+	p.mu.Lock()
+	left := e.s.remove(e.key)
+	last := left == 0 && p.servers[e.s.key] == e.s
+	if last {
+		delete(p.servers, e.s.key)
+	}
+	p.mu.Unlock()
+	if last {
+		ctx, cancel := context.WithTimeout(context.Background(), unexportWait)
+		defer cancel()
+		return e.s.shutdown(ctx)
+	}
+	return nil
+}
+
+// urlInvoker is an exported invoker whose URL carries the real port.
+type urlInvoker struct {
+	protocol.Invoker
+	u *protocol.URL
+}
+
+func (i urlInvoker) URL() *protocol.URL { return i.u }
+
+// Unwrap returns the exported invoker.
+func (i urlInvoker) Unwrap() protocol.Invoker { return i.Invoker }

@@ -1,0 +1,373 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Frame layout known to the transport: a HeaderSize-byte header that starts
+// with Magic and ends with the big-endian body length.
+const (
+	HeaderSize        = 16
+	Magic      uint16 = 0xdabb
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxPayload       = 8 << 20
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultBufferSize       = 32 << 10
+	// closeFlushTimeout bounds how long Close spends writing queued frames.
+	closeFlushTimeout = time.Second
+)
+
+// Errors of the transport layer.
+var (
+	// ErrClosed is the error of a connection closed by Close.
+	ErrClosed = errors.New("transport: connection closed")
+	// ErrBadMagic closes a connection whose peer sent a frame without the magic.
+	ErrBadMagic = errors.New("transport: bad magic")
+	// ErrFrameTooLarge closes a connection whose peer declared a body over the limit.
+	ErrFrameTooLarge = errors.New("transport: frame too large")
+	// ErrServerClosed is returned by Server.Serve after Close.
+	ErrServerClosed = errors.New("transport: server closed")
+)
+
+// Options configure connections and servers. A nil *Options, and every zero
+// field, means the default.
+type Options struct {
+	// MaxPayload bounds the body length a peer may declare (default 8 MiB);
+	// a larger one closes the connection before anything is allocated.
+	MaxPayload int
+	// TLS, when set, makes Dial and Server speak TLS.
+	TLS *tls.Config
+	// HandshakeTimeout bounds a server-side TLS handshake (default 10 s).
+	HandshakeTimeout time.Duration
+	// ReadBufferSize and WriteBufferSize size the per-connection buffers
+	// (default 32 KiB each).
+	ReadBufferSize, WriteBufferSize int
+	// Logger receives connection events (default zap.NewNop()).
+	Logger *zap.Logger
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.ReadBufferSize <= 0 {
+		c.ReadBufferSize = DefaultBufferSize
+	}
+	if c.WriteBufferSize <= 0 {
+		c.WriteBufferSize = DefaultBufferSize
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Handler receives the frames of a connection. The exchange layer
+// implements it; the connection's read goroutine calls it, never
+// concurrently for one connection.
+type Handler interface {
+	// Serve is called for every frame, in order. f.B holds the whole frame,
+	// header included; Serve owns f and must Release it. The next frame is
+	// read after Serve returns, so it must not block for long. It must not
+	// call Close on c (Abort is fine).
+	Serve(c *Conn, f *Buffer)
+	// Closed is called once, after the connection is closed and its writer
+	// has stopped, with the first error: ErrClosed after Close, io.EOF when
+	// the peer closed, or what broke it. It must not call Close on c.
+	Closed(c *Conn, err error)
+}
+
+// Conn is one framed connection with a read goroutine and a write
+// goroutine. Send may be called from any goroutine; frames queued while the
+// writer is busy are written together, in few syscalls.
+type Conn struct {
+	nc   net.Conn
+	h    Handler
+	opts *Options
+
+	mu       sync.Mutex
+	queue    []*Buffer
+	spare    []*Buffer
+	err      error // first error; set once
+	graceful bool
+
+	wake       chan struct{}
+	closing    chan struct{}
+	writerDone chan struct{}
+	wg         sync.WaitGroup
+
+	lastRead atomic.Int64
+}
+
+// NewConn starts serving nc, which is ready for use (any TLS handshake
+// done), and calls h for its frames. opts may be nil.
+func NewConn(nc net.Conn, h Handler, opts *Options) *Conn {
+	o := opts.withDefaults()
+	return newConn(nc, h, &o)
+}
+
+func newConn(nc net.Conn, h Handler, o *Options) *Conn {
+	c := &Conn{
+		nc:         nc,
+		h:          h,
+		opts:       o,
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	c.wg.Go(c.readLoop)
+	c.wg.Go(c.writeLoop)
+	return c
+}
+
+// Dial connects to addr (with TLS when opts.TLS is set) and starts serving
+// the connection with h. ctx bounds the dial and the handshake.
+func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, error) {
+	o := opts.withDefaults()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if o.TLS != nil {
+		cfg := o.TLS
+		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+			cfg = cfg.Clone()
+			host, _, _ := net.SplitHostPort(addr)
+			cfg.ServerName = host
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("transport: tls handshake with %s: %w", addr, err)
+		}
+		nc = tc
+	}
+	return newConn(nc, h, &o), nil
+}
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// RemoteAddr returns the peer's network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LastRead returns when the last frame (or the connection) arrived.
+func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
+
+// Done is closed when the connection starts closing.
+func (c *Conn) Done() <-chan struct{} { return c.closing }
+
+// Err returns the first error that closed the connection, or nil while it
+// is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Send queues frame f for writing and takes ownership of it (it is
+// released after it is written, or at once on error). It returns the
+// connection's error if it is closed. Send does not block on the network.
+func (c *Conn) Send(f *Buffer) error {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		f.Release()
+		return err
+	}
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Close writes the frames already queued (for at most a second), closes the
+// connection and waits for its goroutines, including the Handler's Closed
+// call. It is idempotent and safe for concurrent use, but must not be
+// called from the Handler's callbacks (use Abort there).
+func (c *Conn) Close() error {
+	c.shutdown(ErrClosed, true)
+	c.wg.Wait()
+	return nil
+}
+
+// Abort closes the connection at once, with err as its error if it is the
+// first, and does not wait for the goroutines. Queued frames are dropped.
+func (c *Conn) Abort(err error) {
+	if err == nil {
+		err = ErrClosed
+	}
+	c.shutdown(err, false)
+}
+
+func (c *Conn) shutdown(err error, graceful bool) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	c.graceful = graceful
+	c.mu.Unlock()
+	close(c.closing)
+	if graceful {
+		// Bounds a write in progress to a stuck peer.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	} else {
+		c.nc.Close()
+	}
+}
+
+func (c *Conn) readLoop() {
+	err := c.read()
+	c.shutdown(err, false)
+	<-c.writerDone
+	c.nc.Close()
+	c.h.Closed(c, c.Err())
+}
+
+func (c *Conn) read() error {
+	br := bufio.NewReaderSize(c.nc, c.opts.ReadBufferSize)
+	var hdr [HeaderSize]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return err
+		}
+		if binary.BigEndian.Uint16(hdr[0:2]) != Magic {
+			return fmt.Errorf("%w: % x", ErrBadMagic, hdr[0:2])
+		}
+		n := int(binary.BigEndian.Uint32(hdr[12:16]))
+		if n > c.opts.MaxPayload {
+			return fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
+		}
+		f := GetBuffer()
+		f.B = append(f.B, hdr[:]...)
+		if err := readBody(br, f, n); err != nil {
+			f.Release()
+			return err
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		c.h.Serve(c, f)
+	}
+}
+
+// readBody appends n bytes from r to f, growing f only as bytes arrive so
+// that a declared length costs nothing until the peer sends it.
+func readBody(r io.Reader, f *Buffer, n int) error {
+	for n > 0 {
+		chunk := min(n, max(len(f.B), 64<<10))
+		f.B = growTo(f.B, len(f.B)+chunk)
+		start := len(f.B)
+		f.B = f.B[:start+chunk]
+		if _, err := io.ReadFull(r, f.B[start:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		n -= chunk
+	}
+	return nil
+}
+
+func growTo(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), max(n, 2*cap(b)))
+	copy(nb, b)
+	return nb
+}
+
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	bw := bufio.NewWriterSize(c.nc, c.opts.WriteBufferSize)
+	var batch []*Buffer
+	for {
+		select {
+		case <-c.wake:
+		case <-c.closing:
+			c.mu.Lock()
+			graceful := c.graceful
+			c.mu.Unlock()
+			if graceful {
+				_ = c.writeQueued(bw, &batch)
+				_ = bw.Flush()
+				c.nc.Close()
+			}
+			c.dropQueued()
+			return
+		}
+		if err := c.writeQueued(bw, &batch); err != nil {
+			c.shutdown(err, false)
+		}
+	}
+}
+
+// writeQueued writes everything queued, taking more as it comes, and
+// flushes when the queue is empty.
+func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
+	for {
+		c.mu.Lock()
+		q := c.queue
+		c.queue = (*batch)[:0]
+		c.mu.Unlock()
+		if len(q) == 0 {
+			*batch = q
+			return bw.Flush()
+		}
+		var err error
+		for i, f := range q {
+			if err == nil {
+				_, err = bw.Write(f.B)
+			}
+			f.Release()
+			q[i] = nil
+		}
+		*batch = q
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Conn) dropQueued() {
+	c.mu.Lock()
+	q := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, f := range q {
+		f.Release()
+	}
+}

@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Server accepts connections and serves each with a Handler. It is safe
+// for concurrent use.
+type Server struct {
+	h    Handler
+	opts Options
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup // handshakes and connections
+}
+
+// NewServer returns a server that serves connections with h; opts may be nil.
+func NewServer(h Handler, opts *Options) *Server {
+	return &Server{
+		h:         h,
+		opts:      opts.withDefaults(),
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*Conn]struct{}{},
+	}
+}
+
+// Listen listens on addr ("127.0.0.1:0" picks a free port) and returns the
+// listener, for Serve.
+func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+// Serve accepts connections on l until Close, backing off on temporary
+// errors, and returns ErrServerClosed after Close or the accept error that
+// stopped it. It closes l.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.opts.Logger.Warn("accept", zap.Error(err), zap.Duration("retry", backoff))
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		if s.opts.TLS == nil {
+			s.add(nc)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			tc := tls.Server(nc, s.opts.TLS)
+			_ = tc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+			if err := tc.Handshake(); err != nil {
+				s.opts.Logger.Debug("tls handshake", zap.Stringer("peer", nc.RemoteAddr()), zap.Error(err))
+				nc.Close()
+				return
+			}
+			_ = tc.SetDeadline(time.Time{})
+			s.add(tc)
+		}()
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) add(nc net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		nc.Close()
+		return
+	}
+	s.wg.Add(1)
+	c := newConn(nc, serverHandler{s}, &s.opts)
+	s.conns[c] = struct{}{}
+}
+
+type serverHandler struct{ s *Server }
+
+func (h serverHandler) Serve(c *Conn, f *Buffer) { h.s.h.Serve(c, f) }
+
+func (h serverHandler) Closed(c *Conn, err error) {
+	h.s.mu.Lock()
+	delete(h.s.conns, c)
+	h.s.mu.Unlock()
+	h.s.h.Closed(c, err)
+	h.s.wg.Done()
+}
+
+// Conns returns the open connections.
+func (s *Server) Conns() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// StopAccepting closes the listeners; connections already open stay.
+func (s *Server) StopAccepting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.listeners {
+		l.Close()
+	}
+}
+
+// Close stops accepting, closes every connection (writing what is queued
+// on each, for at most a second) and waits for their goroutines. It is
+// idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown(ErrClosed, true)
+	}
+	s.wg.Wait()
+	return nil
+}
