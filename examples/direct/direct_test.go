@@ -1,0 +1,76 @@
+package direct_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestProviderAndConsumer builds both programs, starts the provider on a
+// free port, reads the address it prints, runs the consumer against it and
+// checks what the consumer prints; then it interrupts the provider and
+// checks that it stops cleanly.
+func TestProviderAndConsumer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	for _, prog := range []string{"provider", "consumer"} {
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", prog, out)
+	}
+
+	provider := exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", "127.0.0.1:0")
+	provider.Stderr = os.Stderr
+	stdout, err := provider.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, provider.Start())
+	exited := false
+	t.Cleanup(func() {
+		if !exited {
+			_ = provider.Process.Kill()
+			_ = provider.Wait()
+		}
+	})
+
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "provider printed nothing: %v", lines.Err())
+	first := lines.Text()
+	const prefix = "provider: serving demo.Greeter on "
+	require.True(t, strings.HasPrefix(first, prefix), "provider printed %q", first)
+	addr := strings.TrimPrefix(first, prefix)
+	require.NotContains(t, addr, ":0", "the printed address has the real port")
+
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-addr", addr, "-name", "gopher").CombinedOutput()
+	require.NoError(t, err, "consumer: %s", out)
+	assert.Equal(t, strings.Join([]string{
+		"echo: ping",
+		"SayHello: hello, gopher (asked by consumer)",
+		"Divide(7, 2): 3",
+		"Divide(1, 0): business error, code 3, remote true: cannot divide 1 by zero",
+	}, "\n")+"\n", string(out))
+
+	require.NoError(t, provider.Process.Signal(os.Interrupt))
+	var rest []string
+	for lines.Scan() {
+		rest = append(rest, lines.Text())
+	}
+	require.NoError(t, provider.Wait(), "provider exit")
+	exited = true
+	assert.Equal(t, []string{"provider: stopped"}, rest)
+
+	// A consumer pointed at nothing fails with a clear error, bounded in time.
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-addr", addr, "-timeout", "3s").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "consumer: echo:")
+}

@@ -1,0 +1,169 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+// loopback exports impl through protocol/dubbo on a free loopback port and
+// returns an invoker referring it; everything is closed when t ends.
+func loopback(t testing.TB, impl any, params map[string]string) protocol.Invoker {
+	t.Helper()
+	p, err := dubbo.New(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	u := protocol.NewURL(dubbo.Name, "127.0.0.1", 0, "demo.Greeter", params)
+	provider, err := proxy.NewProvider(u, impl)
+	require.NoError(t, err)
+	exp, err := p.Export(provider)
+	require.NoError(t, err)
+	inv, err := p.Refer(exp.(*dubbo.Exporter).URL())
+	require.NoError(t, err)
+	return inv
+}
+
+type remoteClient struct {
+	service.Echo
+	SayHello func(context.Context, string) (string, error)
+	Hello    func(context.Context, string) (string, error) `dubbo:"sayHello"`
+	Add      func(context.Context, int32, int32) (int64, error)
+	Ping     func(context.Context) error
+	Find     func(context.Context, int) (*user, error)
+	FindVal  func(context.Context, int) (user, error) `dubbo:"Find"`
+	Fail     func(context.Context) error
+	Panic    func(context.Context, string) (string, error)
+	Missing  func(context.Context, string) (string, error)
+	WrongArg func(context.Context, []int) (string, error)          `dubbo:"SayHello"`
+	TooMany  func(context.Context, string, string) (string, error) `dubbo:"SayHello"`
+}
+
+func TestStubOverDubbo(t *testing.T) {
+	ctx := testCtx(t)
+	inv := loopback(t, &greeterImpl{}, map[string]string{protocol.KeyVersion: "1.0", protocol.KeyGroup: "g1"})
+	var c remoteClient
+	require.NoError(t, proxy.Refer(&c, inv))
+
+	s, err := c.SayHello(ctx, "world")
+	require.NoError(t, err)
+	assert.Equal(t, "hello, world", s)
+
+	s, err = c.Hello(service.WithAttachment(ctx, "tag", "blue"), "bob")
+	require.NoError(t, err)
+	assert.Equal(t, "hello, bob [blue]", s, "lower-case name and attachments cross the wire")
+
+	n, err := c.Add(ctx, 40, 2)
+	require.NoError(t, err)
+	assert.Equal(t, int64(42), n)
+
+	require.NoError(t, c.Ping(ctx))
+
+	u, err := c.Find(ctx, 7)
+	require.NoError(t, err)
+	assert.Equal(t, &user{Name: "ann", Age: 7}, u)
+	uv, err := c.FindVal(ctx, 9)
+	require.NoError(t, err)
+	assert.Equal(t, user{Name: "ann", Age: 9}, uv)
+
+	e, err := c.Echo.Echo(ctx, "ping")
+	require.NoError(t, err)
+	assert.Equal(t, "ping", e)
+
+	g, err := proxy.NewGeneric(inv)
+	require.NoError(t, err)
+	v, err := g.Invoke(ctx, "SayHello", []any{"generic"})
+	require.NoError(t, err)
+	assert.Equal(t, "hello, generic", v)
+	v, err = g.Invoke(ctx, "Find", []any{3})
+	require.NoError(t, err)
+	m, ok := v.(map[string]any)
+	require.True(t, ok, "a struct reply decodes as a map without its type, got %T", v)
+	assert.Equal(t, "ann", m["Name"])
+}
+
+func TestErrorsOverDubbo(t *testing.T) {
+	ctx := testCtx(t)
+	inv := loopback(t, &greeterImpl{}, nil)
+	var c remoteClient
+	require.NoError(t, proxy.Refer(&c, inv))
+
+	_, err := c.Find(ctx, 0)
+	var se *service.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, service.CodeNotFound, se.Code)
+	assert.Equal(t, "user 0 not found", se.Message)
+	assert.True(t, se.Remote)
+
+	err = c.Fail(ctx)
+	require.ErrorAs(t, err, &se, "a plain error crosses as a business error with CodeUnknown")
+	assert.Equal(t, service.CodeUnknown, se.Code)
+	assert.Equal(t, "plain failure", se.Message)
+	assert.True(t, se.Remote)
+
+	_, err = c.Panic(ctx, "kaboom")
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, service.CodePanic, se.Code)
+	assert.Contains(t, se.Message, "kaboom")
+	s, err := c.SayHello(ctx, "after panic")
+	require.NoError(t, err, "the provider keeps serving after a panic")
+	assert.Equal(t, "hello, after panic", s)
+
+	_, err = c.Missing(ctx, "x")
+	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	assert.Contains(t, err.Error(), "Missing")
+	assert.False(t, protocol.Retryable(err))
+
+	_, err = c.WrongArg(ctx, []int{1})
+	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	assert.Contains(t, err.Error(), "SayHello")
+	assert.Contains(t, err.Error(), "string")
+
+	_, err = c.TooMany(ctx, "a", "b")
+	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	assert.Contains(t, err.Error(), "SayHello")
+}
+
+func TestStubOverDubboConcurrent(t *testing.T) {
+	ctx := testCtx(t)
+	impl := &greeterImpl{}
+	inv := loopback(t, impl, nil)
+	var c remoteClient
+	require.NoError(t, proxy.Refer(&c, inv))
+	const goroutines, calls = 50, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range calls {
+				name := fmt.Sprintf("%d-%d-%s", g, i, strings.Repeat("x", g*10))
+				s, err := c.SayHello(ctx, name)
+				if err == nil && s != "hello, "+name {
+					err = fmt.Errorf("got %q for %q", s, name)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	impl.mu.Lock()
+	defer impl.mu.Unlock()
+	assert.Equal(t, goroutines*calls, impl.calls)
+}
