@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -132,3 +134,7 @@ func refer(t testing.TB, p *dubbo.Protocol, u *protocol.URL) protocol.Invoker {
 	t.Cleanup(func() { inv.(interface{ Close() error }).Close() })
 	return inv
 }
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,9 +1,15 @@
 package dubbo_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(providerEnv) == "1" {
+		os.Exit(runBenchProvider())
+	}
+	goleak.VerifyTestMain(m)
+}
