@@ -1,0 +1,282 @@
+package zookeeper
+
+import (
+	"errors"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
+)
+
+// sub is one Subscribe call: a goroutine watches the providers (and, for a
+// registry.RouterListener, another the routers) of one service.
+type sub struct {
+	consumer *protocol.URL
+	key      string
+	l        registry.Listener
+	kick     chan struct{}
+	done     chan struct{}
+	stopped  bool
+}
+
+func (s *sub) stop() {
+	if !s.stopped {
+		s.stopped = true
+		close(s.done)
+	}
+}
+
+// Subscribe calls l with the providers of the service u names (interface,
+// version, group; see registry.Match) now and after every change. It never
+// blocks on ZooKeeper: when no session is up, l first gets the cached list
+// (when the cache has one) and the real list once ZooKeeper answers. Calls
+// to l come from one goroutine per subscription, in order.
+func (r *Registry) Subscribe(u *protocol.URL, l registry.Listener) error {
+	if err := validate(u); err != nil {
+		return err
+	}
+	if l == nil {
+		return errors.New("zookeeper registry: nil listener")
+	}
+	s := &sub{consumer: u, key: u.ServiceKey(), l: l, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.subs[s] = struct{}{}
+	r.subWG.Go(func() { r.watchProviders(s) })
+	if rl, ok := l.(registry.RouterListener); ok {
+		rkick := make(chan struct{}, 1)
+		rs := &sub{consumer: u, key: u.ServiceKey(), l: l, kick: rkick, done: s.done}
+		r.subs[rs] = struct{}{}
+		rs.stopped = true // shares done with s; s closes it
+		r.subWG.Go(func() { r.watchRouters(rs, rl) })
+	}
+	return nil
+}
+
+// Unsubscribe stops calls to l for u. l must be comparable (a pointer,
+// for example) to be found; unsubscribing what was not subscribed is not an
+// error. It does not wait for a Notify in progress.
+func (r *Registry) Unsubscribe(u *protocol.URL, l registry.Listener) error {
+	if err := validate(u); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := range r.subs {
+		if s.consumer.String() == u.String() && sameListener(s.l, l) {
+			s.stop()
+			delete(r.subs, s)
+		}
+	}
+	return nil
+}
+
+func sameListener(a, b registry.Listener) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// watchProviders keeps s's listener up to date with the providers node.
+func (r *Registry) watchProviders(s *sub) {
+	p := r.CategoryPath(s.consumer.Interface(), registry.CategoryProviders)
+	var (
+		last      []*protocol.URL
+		delivered bool
+	)
+	notify := func(urls []*protocol.URL) {
+		last, delivered = urls, true
+		s.l.Notify(urls)
+	}
+	if _, _, _, up := r.ready(); !up {
+		if urls, ok := r.cache.Load(s.key); ok {
+			r.log.Info("zookeeper: no session; serving providers from the cache",
+				zap.String("service", s.key), zap.Int("providers", len(urls)))
+			notify(registry.Filter(s.consumer, urls))
+		}
+	}
+	backoff := r.opts.RetryMin
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		var watch <-chan zk.Event
+		if conn, _, start, up := r.ready(); up {
+			kids, ch, err := r.childrenW(conn, p)
+			switch {
+			case err != nil:
+				r.log.Warn("zookeeper: list providers failed; will retry", zap.String("node", p), zap.Error(err))
+				if !delivered {
+					if urls, ok := r.cache.Load(s.key); ok {
+						notify(registry.Filter(s.consumer, urls))
+					}
+				}
+				retry.Reset(jitter(backoff))
+				backoff = min(2*backoff, r.opts.RetryMax)
+			default:
+				backoff = r.opts.RetryMin
+				watch = ch
+				urls := r.parseProviders(s, p, kids)
+				if len(urls) == 0 && len(last) > 0 {
+					if wait := r.opts.EmptyGrace - time.Since(start); wait > 0 {
+						r.log.Info("zookeeper: empty provider list from a new session held back",
+							zap.String("service", s.key), zap.Duration("for", wait))
+						retry.Reset(wait)
+						break
+					}
+				}
+				if err := r.cache.Store(s.key, urls); err != nil {
+					r.log.Warn("zookeeper: provider cache", zap.Error(err))
+				}
+				if !delivered || !sameURLs(last, urls) {
+					notify(urls)
+				}
+			}
+		} else if !delivered {
+			// No session: fall back to the cache if it was filled meanwhile.
+			if urls, ok := r.cache.Load(s.key); ok {
+				notify(registry.Filter(s.consumer, urls))
+			}
+		}
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		case <-watch:
+		case <-retry.C:
+		}
+	}
+}
+
+// watchRouters keeps a RouterListener up to date with the routers node.
+func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
+	p := r.CategoryPath(s.consumer.Interface(), registry.CategoryRouters)
+	var last []string
+	delivered := false
+	backoff := r.opts.RetryMin
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		var watch <-chan zk.Event
+		if conn, _, _, up := r.ready(); up {
+			kids, ch, err := r.childrenW(conn, p)
+			if err != nil {
+				retry.Reset(jitter(backoff))
+				backoff = min(2*backoff, r.opts.RetryMax)
+			} else {
+				backoff = r.opts.RetryMin
+				watch = ch
+				kids = sortedStrings(kids)
+				if !delivered || !equalStrings(last, kids) {
+					last, delivered = kids, true
+					urls := make([]*protocol.URL, 0, len(kids))
+					for _, k := range kids {
+						u, err := protocol.ParseURL(k)
+						if err != nil {
+							r.malformed.Add(1)
+							r.log.Warn("zookeeper: malformed router node ignored", zap.String("node", p+"/"+k), zap.Error(err))
+							continue
+						}
+						urls = append(urls, u)
+					}
+					rl.NotifyRouters(urls)
+				}
+			}
+		}
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		case <-watch:
+		case <-retry.C:
+		}
+	}
+}
+
+// childrenW lists p and leaves a watch on it. A missing node is created
+// (Dubbo consumers do the same); when that is not allowed, an existence
+// watch stands in and the list is empty.
+func (r *Registry) childrenW(conn *zk.Conn, p string) ([]string, <-chan zk.Event, error) {
+	kids, _, ch, err := conn.ChildrenW(p)
+	if err == nil || !errors.Is(err, zk.ErrNoNode) {
+		return kids, ch, err
+	}
+	if cerr := r.ensurePath(conn, p); cerr == nil {
+		kids, _, ch, err = conn.ChildrenW(p)
+		if err == nil || !errors.Is(err, zk.ErrNoNode) {
+			return kids, ch, err
+		}
+	}
+	ok, _, ech, err := conn.ExistsW(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		// Created meanwhile: the existence watch fires on the next change
+		// and we list again.
+		kids, _, err := conn.Children(p)
+		return kids, ech, err
+	}
+	return nil, ech, nil
+}
+
+// parseProviders turns child names into provider URLs for s: at most
+// MaxChildren of them, malformed names skipped with a warning, then
+// filtered by registry.Match.
+func (r *Registry) parseProviders(s *sub, p string, kids []string) []*protocol.URL {
+	kids = sortedStrings(kids)
+	if len(kids) > r.opts.MaxChildren {
+		r.truncated.Add(uint64(len(kids) - r.opts.MaxChildren))
+		r.log.Warn("zookeeper: too many providers; extra ignored",
+			zap.String("node", p), zap.Int("children", len(kids)), zap.Int("max", r.opts.MaxChildren))
+		kids = kids[:r.opts.MaxChildren]
+	}
+	urls := make([]*protocol.URL, 0, len(kids))
+	for _, k := range kids {
+		u, err := protocol.ParseURL(k)
+		if err == nil && (u.Host == "" || u.Port <= 0) {
+			err = errors.New("provider URL without host:port")
+		}
+		if err != nil {
+			r.malformed.Add(1)
+			r.log.Warn("zookeeper: malformed provider node ignored", zap.String("node", p+"/"+k), zap.Error(err))
+			continue
+		}
+		urls = append(urls, u)
+	}
+	return registry.Filter(s.consumer, urls)
+}
+
+func sameURLs(a, b []*protocol.URL) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].String() != b[i].String() {
+			return false
+		}
+	}
+	return true
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

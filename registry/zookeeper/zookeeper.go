@@ -1,0 +1,642 @@
+// Package zookeeper is a registry.Registry on Apache ZooKeeper, with
+// Dubbo's node layout so Dubbo tooling can read it:
+//
+//	/dubbo/{interface}/providers/{query-escaped provider URL}   ephemeral
+//	/dubbo/{interface}/consumers/{query-escaped consumer URL}   ephemeral
+//	/dubbo/{interface}/routers/...                              read by subscribers
+//
+// The category nodes are persistent. Sessions are handled as follows:
+//
+//   - A disconnect keeps every provider list as it is; the client reconnects
+//     and every subscription re-lists its providers once a session is back.
+//   - When a session expires, the client gets a new one; the registry then
+//     re-creates the ephemeral nodes of this process (replacing a node only
+//     when it is owned by another session) and re-lists and re-watches
+//     every subscription.
+//   - When ZooKeeper lost its data and refuses the old session forever, a
+//     watchdog drops the connection and dials afresh.
+//   - Failed operations are retried in the background with backoff, and
+//     registrations are re-asserted every Options.Resync.
+//   - Every provider list received is kept in a registry.Cache (memory and
+//     file). Subscribe never blocks on ZooKeeper: when no session is up it
+//     serves the cached list and keeps trying.
+//   - An empty list replaces a non-empty one only when a healthy session
+//     reports it, and not within Options.EmptyGrace of a new session.
+//
+// Child names that do not parse as provider URLs are skipped with a
+// warning and counted (Stats.Malformed); the rest are still delivered.
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
+)
+
+// ErrClosed is returned by every method after Close.
+var ErrClosed = errors.New("zookeeper registry: closed")
+
+// watchdogTick is how often the watchdog looks at the session state.
+const watchdogTick = 250 * time.Millisecond
+
+// Registry is a registry.Registry on ZooKeeper. Safe for concurrent use.
+type Registry struct {
+	opts    Options
+	servers []string
+	address string
+	acl     []zk.ACL
+	log     *zap.Logger
+	cache   *registry.Cache
+
+	kick   chan struct{} // wakes the registration loop
+	quit   chan struct{}
+	loopWG sync.WaitGroup
+	subWG  sync.WaitGroup
+
+	mu           sync.Mutex
+	closed       bool
+	conn         *zk.Conn
+	gen          uint64 // increments with every new zk.Conn
+	authedGen    uint64 // gen whose conn has sent the credentials
+	hasSession   bool
+	sessionID    int64
+	sessionStart time.Time // when the current session (id or conn) began
+	lostAt       time.Time // when the session was last lost (or start)
+	dialedOK     bool      // a TCP connect succeeded since lostAt
+	regs         map[string]*reg
+	deletes      map[string]*pendingDelete
+	subs         map[*sub]struct{}
+
+	malformed atomic.Uint64
+	truncated atomic.Uint64
+	redials   atomic.Uint64
+	sessions  atomic.Uint64
+}
+
+var _ registry.Registry = (*Registry)(nil)
+
+// reg is a node this process keeps registered.
+type reg struct {
+	url  *protocol.URL
+	path string
+	// tried is closed after the first attempt to create the node.
+	tried     chan struct{}
+	triedOnce sync.Once
+	err       error // result of the first attempt, valid after tried
+}
+
+// pendingDelete is a node to delete; done is closed once it is gone.
+type pendingDelete struct {
+	done chan struct{}
+}
+
+// Stats are counters for tests and monitoring.
+type Stats struct {
+	// Sessions counts sessions established (new session ids).
+	Sessions uint64
+	// Redials counts connections the watchdog dropped and dialled afresh.
+	Redials uint64
+	// Malformed counts child names skipped because they did not parse.
+	Malformed uint64
+	// Truncated counts children ignored beyond Options.MaxChildren.
+	Truncated uint64
+	// HasSession reports whether a session is up now; SessionID is its id.
+	HasSession bool
+	SessionID  int64
+}
+
+// New returns a registry for address (see ParseAddress) and starts
+// connecting in the background; it does not wait for ZooKeeper, so it
+// succeeds while ZooKeeper is down.
+func New(address string, opts Options) (*Registry, error) {
+	a, err := ParseAddress(address)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Username == "" && a.Username != "" {
+		opts.Username, opts.Password = a.Username, a.Password
+	}
+	if opts.Username == "" && a.Params.Get("username") != "" {
+		opts.Username, opts.Password = a.Params.Get("username"), a.Params.Get("password")
+	}
+	if err := opts.fill(a.Params); err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		opts:    opts,
+		servers: a.Servers,
+		address: strings.Join(a.Servers, ","),
+		log:     opts.Logger.Named("zookeeper"),
+		kick:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		regs:    map[string]*reg{},
+		deletes: map[string]*pendingDelete{},
+		subs:    map[*sub]struct{}{},
+	}
+	switch {
+	case opts.ACL != nil:
+		r.acl = opts.ACL
+	case opts.Username != "":
+		r.acl = zk.DigestACL(zk.PermAll, opts.Username, opts.Password)
+	default:
+		r.acl = zk.WorldACL(zk.PermAll)
+	}
+	cachePath := opts.CacheFile
+	if opts.NoCacheFile {
+		cachePath = ""
+	} else if cachePath == "" {
+		cachePath = registry.DefaultCachePath(opts.Application, r.address)
+	}
+	r.cache = registry.OpenCache(cachePath, r.log)
+	r.mu.Lock()
+	r.lostAt = time.Now()
+	r.dialLocked()
+	r.mu.Unlock()
+	r.loopWG.Go(r.loop)
+	return r, nil
+}
+
+// Cache returns the provider cache.
+func (r *Registry) Cache() *registry.Cache { return r.cache }
+
+// Stats returns the current counters.
+func (r *Registry) Stats() Stats {
+	r.mu.Lock()
+	has, sid := r.hasSession, r.sessionID
+	r.mu.Unlock()
+	return Stats{
+		Sessions: r.sessions.Load(), Redials: r.redials.Load(),
+		Malformed: r.malformed.Load(), Truncated: r.truncated.Load(),
+		HasSession: has, SessionID: sid,
+	}
+}
+
+// zkLogger sends go-zookeeper's log lines to zap at debug level.
+type zkLogger struct{ l *zap.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) { z.l.Debug(fmt.Sprintf(format, args...)) }
+
+// dialLocked starts a new zk.Conn. r.mu must be held, so the event
+// callback (which takes r.mu) sees r.conn set.
+func (r *Registry) dialLocked() {
+	r.gen++
+	gen := r.gen
+	conn, _, err := zk.Connect(r.servers, r.opts.SessionTimeout,
+		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
+		zk.WithLogger(zkLogger{r.log}),
+		zk.WithLogInfo(false),
+		zk.WithMaxBufferSize(r.opts.MaxBufferSize))
+	if err != nil {
+		// Only an empty server list fails, and ParseAddress rules it out.
+		r.log.Error("zookeeper connect", zap.Error(err))
+		return
+	}
+	r.conn = conn
+}
+
+// onEvent is the session callback. It never blocks: it records the state
+// under r.mu (never held across ZooKeeper calls) and kicks workers.
+func (r *Registry) onEvent(gen uint64, ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	r.mu.Lock()
+	if r.closed || gen != r.gen || r.conn == nil {
+		r.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	kick := false
+	switch ev.State {
+	case zk.StateHasSession:
+		sid := r.conn.SessionID()
+		if !r.hasSession {
+			kick = true
+		}
+		r.hasSession = true
+		if sid != r.sessionID {
+			r.log.Info("zookeeper session established", zap.Int64("session", sid), zap.Int64("previous", r.sessionID))
+			r.sessionID = sid
+			r.sessionStart = now
+			r.sessions.Add(1)
+			kick = true
+		}
+	case zk.StateConnected:
+		if !r.hasSession {
+			r.dialedOK = true
+		}
+	case zk.StateExpired:
+		r.log.Warn("zookeeper session expired", zap.Int64("session", r.sessionID))
+		fallthrough
+	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
+		if r.hasSession {
+			r.hasSession = false
+			r.lostAt = now
+			r.dialedOK = false
+		}
+	}
+	if kick {
+		r.kickAllLocked()
+	}
+	r.mu.Unlock()
+}
+
+// kickAllLocked wakes the registration loop and every subscription.
+func (r *Registry) kickAllLocked() {
+	poke(r.kick)
+	for s := range r.subs {
+		poke(s.kick)
+	}
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// ready returns the connection when a session is up and the credentials
+// (if any) were sent on it.
+func (r *Registry) ready() (conn *zk.Conn, sid int64, sessionStart time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ok = !r.closed && r.hasSession && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen)
+	return r.conn, r.sessionID, r.sessionStart, ok
+}
+
+// loop is the single writer: it creates and deletes this process's nodes,
+// retries failures with backoff, re-asserts registrations every Resync, and
+// runs the watchdog.
+func (r *Registry) loop() {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	tick := time.NewTicker(watchdogTick)
+	defer tick.Stop()
+	backoff := r.opts.RetryMin
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-tick.C:
+			r.watchdog()
+			continue
+		case <-r.kick:
+		case <-timer.C:
+		}
+		if r.reconcile() {
+			backoff = r.opts.RetryMin
+			timer.Reset(r.opts.Resync)
+		} else {
+			timer.Reset(jitter(backoff))
+			backoff = min(2*backoff, r.opts.RetryMax)
+		}
+	}
+}
+
+// jitter returns d ± 20%.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+}
+
+// watchdog re-dials when servers accept connections but no session came
+// back for WatchdogTimeout: a server that lost its data refuses the old
+// session forever and go-zookeeper never gives up on it.
+func (r *Registry) watchdog() {
+	r.mu.Lock()
+	if r.closed || r.hasSession || !r.dialedOK || time.Since(r.lostAt) < r.opts.WatchdogTimeout {
+		r.mu.Unlock()
+		return
+	}
+	old := r.conn
+	r.log.Warn("zookeeper: no session although servers answer; dialling afresh",
+		zap.Duration("without_session", time.Since(r.lostAt)))
+	r.redials.Add(1)
+	r.lostAt = time.Now()
+	r.dialedOK = false
+	r.sessionID = 0
+	r.dialLocked()
+	r.kickAllLocked()
+	r.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// reconcile makes ZooKeeper hold exactly this process's registrations. It
+// returns false when something failed and should be retried.
+func (r *Registry) reconcile() bool {
+	r.mu.Lock()
+	conn, gen, has := r.conn, r.gen, r.hasSession
+	needAuth := r.opts.Username != "" && r.authedGen != gen
+	r.mu.Unlock()
+	if !has || conn == nil {
+		return false
+	}
+	if needAuth {
+		if err := conn.AddAuth("digest", []byte(r.opts.Username+":"+r.opts.Password)); err != nil {
+			r.log.Warn("zookeeper auth failed; will retry", zap.Error(err))
+			return false
+		}
+		r.mu.Lock()
+		if r.gen == gen {
+			r.authedGen = gen
+			r.kickAllLocked()
+		}
+		r.mu.Unlock()
+	}
+	conn, sid, _, ok := r.ready()
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	regs := make([]*reg, 0, len(r.regs))
+	for _, g := range r.regs {
+		regs = append(regs, g)
+	}
+	dels := make(map[string]*pendingDelete, len(r.deletes))
+	for p, d := range r.deletes {
+		dels[p] = d
+	}
+	r.mu.Unlock()
+
+	good := true
+	for p, d := range dels {
+		if err := r.deleteOwn(conn, p, sid); err != nil {
+			r.log.Warn("zookeeper unregister failed; will retry", zap.String("node", p), zap.Error(err))
+			good = false
+			continue
+		}
+		r.mu.Lock()
+		if r.deletes[p] == d {
+			delete(r.deletes, p)
+		}
+		r.mu.Unlock()
+		close(d.done)
+	}
+	for _, g := range regs {
+		err := r.ensureEphemeral(conn, g.path, sid)
+		if err != nil {
+			r.log.Warn("zookeeper register failed; will retry", zap.String("node", g.path), zap.Error(err))
+			good = false
+		}
+		g.triedOnce.Do(func() { g.err = err; close(g.tried) })
+	}
+	return good
+}
+
+// ensureEphemeral creates the ephemeral node at p for session sid. A node
+// already there is kept when sid owns it and replaced otherwise (an expired
+// session's node the server has not deleted yet, or a stale one).
+func (r *Registry) ensureEphemeral(conn *zk.Conn, p string, sid int64) error {
+	for attempt := 0; attempt < 3; attempt++ {
+		_, err := conn.Create(p, nil, zk.FlagEphemeral, r.acl)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err := r.ensurePath(conn, path.Dir(p)); err != nil {
+				return err
+			}
+			continue
+		case errors.Is(err, zk.ErrNodeExists):
+			ok, st, err := conn.Exists(p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if st.EphemeralOwner == sid {
+				return nil
+			}
+			r.log.Info("zookeeper: replacing node owned by another session",
+				zap.String("node", p), zap.Int64("owner", st.EphemeralOwner), zap.Int64("session", sid))
+			if err := conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+			continue
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("zookeeper registry: node %s: gave up after 3 attempts", p)
+}
+
+// deleteOwn deletes the node at p unless another session owns it.
+func (r *Registry) deleteOwn(conn *zk.Conn, p string, sid int64) error {
+	ok, st, err := conn.Exists(p)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return nil
+	}
+	if st.EphemeralOwner != 0 && st.EphemeralOwner != sid {
+		// Not ours (another process registered the same URL, or an old
+		// session of ours that will expire by itself).
+		return nil
+	}
+	if err := conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
+// ensurePath creates the persistent nodes of p that are missing.
+func (r *Registry) ensurePath(conn *zk.Conn, p string) error {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	cur := ""
+	for _, part := range parts {
+		cur += "/" + part
+		_, err := conn.Create(cur, nil, 0, r.acl)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// servicePath returns /{root}/{escaped interface}.
+func (r *Registry) servicePath(iface string) string {
+	return "/" + r.opts.Root + "/" + url.QueryEscape(iface)
+}
+
+// NodePath returns the node a URL is registered at:
+// /{root}/{interface}/{category}/{escaped URL}.
+func (r *Registry) NodePath(u *protocol.URL) string {
+	return r.servicePath(u.Interface()) + "/" + registry.CategoryOf(u) + "/" + u.Escaped()
+}
+
+// CategoryPath returns the node holding a category of a service, for
+// example /dubbo/demo.Greeter/providers.
+func (r *Registry) CategoryPath(iface, category string) string {
+	return r.servicePath(iface) + "/" + category
+}
+
+func validate(u *protocol.URL) error {
+	if u == nil {
+		return errors.New("zookeeper registry: nil URL")
+	}
+	if u.Interface() == "" {
+		return fmt.Errorf("zookeeper registry: URL %s names no interface", u)
+	}
+	return nil
+}
+
+// permanent reports errors that retrying will not fix.
+func permanent(err error) bool {
+	return errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrInvalidACL) ||
+		errors.Is(err, zk.ErrAuthFailed) || errors.Is(err, zk.ErrBadArguments) ||
+		errors.Is(err, zk.ErrInvalidPath)
+}
+
+// Register publishes u as an ephemeral node under its category and keeps it
+// there until Unregister or Close, across reconnects, session expiry and
+// ZooKeeper data loss. When a session is up, Register waits (bounded by
+// ctx) for the first attempt and returns an error that retrying cannot fix
+// (no permission, bad path); transient failures are retried in the
+// background and Register returns nil. While no session is up it waits
+// at most Options.RegisterWait for one, then returns nil and registers as
+// soon as a session is up.
+func (r *Registry) Register(ctx context.Context, u *protocol.URL) error {
+	if err := validate(u); err != nil {
+		return err
+	}
+	p := r.NodePath(u)
+	if err := zkValidPath(p); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	g, ok := r.regs[p]
+	if !ok {
+		g = &reg{url: u, path: p, tried: make(chan struct{})}
+		r.regs[p] = g
+	}
+	delete(r.deletes, p) // a pending delete's waiter sees it never happen: fine, it was re-registered
+	poke(r.kick)
+	r.mu.Unlock()
+	wait := time.NewTimer(r.opts.RegisterWait)
+	defer wait.Stop()
+	select {
+	case <-g.tried:
+	case <-ctx.Done():
+		return nil
+	case <-wait.C:
+		r.log.Warn("zookeeper: no session; registration continues in the background", zap.String("url", u.String()))
+		return nil
+	}
+	if g.err != nil && permanent(g.err) {
+		r.mu.Lock()
+		if r.regs[p] == g {
+			delete(r.regs, p)
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("zookeeper registry: register %s: %w", u, g.err)
+	}
+	return nil
+}
+
+func zkValidPath(p string) error {
+	if len(p) > 32*1024 {
+		return fmt.Errorf("zookeeper registry: node path too long (%d bytes)", len(p))
+	}
+	return nil
+}
+
+// Unregister removes u's node. It waits (bounded by ctx) until the node is
+// deleted when a session is up; otherwise the delete is retried in the
+// background. Unregistering what was not registered is not an error.
+func (r *Registry) Unregister(ctx context.Context, u *protocol.URL) error {
+	if err := validate(u); err != nil {
+		return err
+	}
+	p := r.NodePath(u)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	delete(r.regs, p)
+	d, ok := r.deletes[p]
+	if !ok {
+		d = &pendingDelete{done: make(chan struct{})}
+		r.deletes[p] = d
+	}
+	up := r.hasSession
+	poke(r.kick)
+	r.mu.Unlock()
+	if !up {
+		return nil
+	}
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Close deletes this process's nodes (when a session is up), stops every
+// subscription, closes the ZooKeeper connection (which ends the session)
+// and waits for its goroutines. It is idempotent.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.quit)
+	for s := range r.subs {
+		s.stop()
+	}
+	r.subs = map[*sub]struct{}{}
+	r.mu.Unlock()
+	r.loopWG.Wait()
+
+	r.mu.Lock()
+	conn, sid, has := r.conn, r.sessionID, r.hasSession
+	paths := make([]string, 0, len(r.regs))
+	for p := range r.regs {
+		paths = append(paths, p)
+	}
+	r.regs = map[string]*reg{}
+	r.mu.Unlock()
+	if has && conn != nil {
+		for _, p := range paths {
+			if err := r.deleteOwn(conn, p, sid); err != nil {
+				r.log.Warn("zookeeper: unregister on close failed", zap.String("node", p), zap.Error(err))
+			}
+		}
+	}
+	if conn != nil {
+		conn.Close()
+	}
+	r.subWG.Wait()
+	return nil
+}
+
+// sortedStrings returns a sorted copy.
+func sortedStrings(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}

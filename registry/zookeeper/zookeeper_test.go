@@ -1,0 +1,549 @@
+package zookeeper_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/minidubbo/minidubbo/internal/zktest"
+	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/registry/zookeeper"
+)
+
+// TestHealthy runs the scenarios that leave the server alone against one
+// standalone ZooKeeper.
+func TestHealthy(t *testing.T) {
+	zkc := zktest.Start(t)
+	raw := rawConn(t, zkc.Addrs()...)
+
+	t.Run("RegisterUnregisterClose", func(t *testing.T) {
+		ctx := testCtx(t)
+		dir := t.TempDir()
+		svc := iface(t)
+		r1 := newRegistry(t, zkc.Address(), opts(t, dir))
+		r2 := newRegistry(t, zkc.Address(), opts(t, dir))
+		a, b, c := provider(svc, 20001), provider(svc, 20002), provider(svc, 20003)
+		if err := r1.Register(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := r1.Register(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := r2.Register(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		cons := consumer(svc)
+		if err := r2.Register(ctx, cons); err != nil {
+			t.Fatal(err)
+		}
+		pp := r1.CategoryPath(svc, registry.CategoryProviders)
+		kids := waitChildren(ctx, t, raw, pp, 3)
+		want := map[string]bool{a.Escaped(): true, b.Escaped(): true, c.Escaped(): true}
+		for _, k := range kids {
+			if !want[k] {
+				t.Errorf("unexpected child %s", k)
+			}
+		}
+		waitChildren(ctx, t, raw, r1.CategoryPath(svc, registry.CategoryConsumers), 1)
+		_, st, err := raw.Exists(r1.NodePath(a))
+		if err != nil || st.EphemeralOwner == 0 || st.EphemeralOwner != r1.Stats().SessionID {
+			t.Fatalf("node of a: owner %v (err %v), want ephemeral of session %d", st, err, r1.Stats().SessionID)
+		}
+		_, st, _ = raw.Exists(pp)
+		if st.EphemeralOwner != 0 {
+			t.Fatalf("category node is ephemeral")
+		}
+		if err := r1.Unregister(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		// Unregister waits for the delete when a session is up.
+		if kids, _, _ := raw.Children(pp); len(kids) != 2 {
+			t.Fatalf("after Unregister(b): %d children, want 2", len(kids))
+		}
+		if err := r1.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if kids, _, _ := raw.Children(pp); len(kids) != 1 {
+			t.Fatalf("after Close: %d children, want 1", len(kids))
+		}
+		if err := r1.Register(ctx, a); !errors.Is(err, zookeeper.ErrClosed) {
+			t.Fatalf("Register after Close = %v, want ErrClosed", err)
+		}
+	})
+
+	t.Run("SubscriberSeesArrivalAndDeparture", func(t *testing.T) {
+		ctx := testCtx(t)
+		dir := t.TempDir()
+		svc := iface(t)
+		prov := newRegistry(t, zkc.Address(), opts(t, dir))
+		cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		rec := newRecorder()
+		if err := cons.Subscribe(consumer(svc), rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t) // empty at first
+		if err := prov.Register(ctx, provider(svc, 20011)); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t, addr(20011))
+		if err := prov.Register(ctx, provider(svc, 20012)); err != nil {
+			t.Fatal(err)
+		}
+		// A provider of another version is not listed.
+		if err := prov.Register(ctx, provider(svc, 20013, "version", "2.0")); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t, addr(20011), addr(20012))
+		if err := prov.Unregister(ctx, provider(svc, 20011)); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t, addr(20012))
+		if err := prov.Unregister(ctx, provider(svc, 20012)); err != nil {
+			t.Fatal(err)
+		}
+		// The last provider leaving a healthy session empties the list.
+		rec.waitAddrs(ctx, t)
+		// The version-2.0 subscriber sees only its provider.
+		rec2 := newRecorder()
+		if err := cons.Subscribe(consumer(svc, "version", "2.0"), rec2); err != nil {
+			t.Fatal(err)
+		}
+		rec2.waitAddrs(ctx, t, addr(20013))
+		if n := len(rec.snapshot()); n > 6 {
+			t.Errorf("%d notifications for 5 changes", n)
+		}
+		// The cache holds what the consumer saw last.
+		urls, ok := cons.Cache().Load(consumer(svc, "version", "2.0").ServiceKey())
+		if !ok || len(urls) != 1 || urls[0].Port != 20013 {
+			t.Fatalf("cache: %v %v", urls, ok)
+		}
+	})
+
+	t.Run("MalformedChildrenIgnored", func(t *testing.T) {
+		ctx := testCtx(t)
+		svc := iface(t)
+		prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		if err := prov.Register(ctx, provider(svc, 20021)); err != nil {
+			t.Fatal(err)
+		}
+		pp := prov.CategoryPath(svc, registry.CategoryProviders)
+		for _, junk := range []string{"garbage", "dubbo%3A%2F%2F%2Fno.host", "%zz%3A%2F%2F", "dubbo%3A%2F%2Fh%3Anotaport%2Fx"} {
+			if _, err := raw.Create(pp+"/"+junk, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatalf("create %s: %v", junk, err)
+			}
+		}
+		cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		rec := newRecorder()
+		if err := cons.Subscribe(consumer(svc), rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t, addr(20021))
+		if got := cons.Stats().Malformed; got != 4 {
+			t.Fatalf("malformed = %d, want 4", got)
+		}
+		// A later valid provider is still delivered alongside the junk.
+		if err := prov.Register(ctx, provider(svc, 20022)); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t, addr(20021), addr(20022))
+	})
+
+	t.Run("MaxChildren", func(t *testing.T) {
+		ctx := testCtx(t)
+		svc := iface(t)
+		prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		for p := 20031; p < 20036; p++ {
+			if err := prov.Register(ctx, provider(svc, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := opts(t, t.TempDir())
+		o.MaxChildren = 3
+		cons := newRegistry(t, zkc.Address(), o)
+		rec := newRecorder()
+		if err := cons.Subscribe(consumer(svc), rec); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(ctx, t, "a list", func() bool { _, n := rec.last(); return n > 0 })
+		if got, _ := rec.last(); len(got) != 3 {
+			t.Fatalf("got %d providers, want 3 (capped)", len(got))
+		}
+		if got := cons.Stats().Truncated; got != 2 {
+			t.Fatalf("truncated = %d, want 2", got)
+		}
+	})
+
+	t.Run("DigestACL", func(t *testing.T) {
+		ctx := testCtx(t)
+		svc := iface(t)
+		o := opts(t, t.TempDir())
+		o.Root = "secure"
+		o.Username, o.Password = "provider", "s3cret"
+		prov := newRegistry(t, zkc.Address(), o)
+		if err := prov.Register(ctx, provider(svc, 20041)); err != nil {
+			t.Fatal(err)
+		}
+		pp := prov.CategoryPath(svc, registry.CategoryProviders)
+		// Unauthenticated clients may not read the providers.
+		if _, _, err := raw.Children(pp); !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("unauthenticated Children = %v, want ErrNoAuth", err)
+		}
+		// The same identity, given in the address, reads them.
+		o2 := opts(t, t.TempDir())
+		o2.Root = "secure"
+		cons := newRegistry(t, "zookeeper://provider:s3cret@"+zkc.Servers[0].Addr, o2)
+		rec := newRecorder()
+		if err := cons.Subscribe(consumer(svc), rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitAddrs(ctx, t, addr(20041))
+		// A wrong password cannot register: a permanent error.
+		o3 := opts(t, t.TempDir())
+		o3.Root = "secure"
+		o3.Username, o3.Password = "provider", "wrong"
+		bad := newRegistry(t, zkc.Address(), o3)
+		waitFor(ctx, t, "session", func() bool { return bad.Stats().HasSession })
+		err := bad.Register(ctx, provider(svc, 20042))
+		if !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("Register with a wrong password = %v, want ErrNoAuth", err)
+		}
+	})
+
+	t.Run("OperatorDeletedNodeRestored", func(t *testing.T) {
+		ctx := testCtx(t)
+		svc := iface(t)
+		o := opts(t, t.TempDir())
+		o.Resync = 300 * time.Millisecond
+		prov := newRegistry(t, zkc.Address(), o)
+		u := provider(svc, 20051)
+		if err := prov.Register(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Delete(prov.NodePath(u), -1); err != nil {
+			t.Fatal(err)
+		}
+		waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
+	})
+}
+
+// TestOutageKeepsLists kills the only server for longer than the session
+// timeout and restarts it with its data: lists are never emptied meanwhile
+// and the same providers are listed afterwards.
+func TestOutageKeepsLists(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	for _, p := range []int{20101, 20102} {
+		if err := prov.Register(ctx, provider(svc, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20101), addr(20102))
+	before := cons.Stats().SessionID
+
+	zkc.Servers[0].Kill()
+	waitFor(ctx, t, "disconnect", func() bool { return !cons.Stats().HasSession && !prov.Stats().HasSession })
+	// Stay down for more than the session timeout (2 s).
+	down := time.NewTimer(4 * time.Second)
+	<-down.C
+	// A subscriber added during the outage is served from the cache.
+	rec2 := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec2); err != nil {
+		t.Fatal(err)
+	}
+	rec2.waitAddrs(ctx, t, addr(20101), addr(20102))
+	zkc.Servers[0].Start()
+
+	waitFor(ctx, t, "session back", func() bool { return cons.Stats().HasSession && prov.Stats().HasSession })
+	raw := rawConn(t, zkc.Addrs()...)
+	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 2)
+	// A change after the outage still reaches the old subscription (watch re-armed).
+	if err := prov.Register(ctx, provider(svc, 20103)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20101), addr(20102), addr(20103))
+	rec2.waitAddrs(ctx, t, addr(20101), addr(20102), addr(20103))
+	if n := rec.emptyAfterNonEmpty(); n != 0 {
+		t.Fatalf("%d empty lists delivered across the outage", n)
+	}
+	if after := cons.Stats().SessionID; after != before {
+		t.Logf("session changed across the outage: %x -> %x", before, after)
+	}
+}
+
+// TestWipedDataRecovered restarts ZooKeeper with its data wiped: the
+// watchdog re-dials, providers re-register and subscribers see them again,
+// without ever seeing an empty list.
+func TestWipedDataRecovered(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	for _, p := range []int{20201, 20202} {
+		if err := prov.Register(ctx, provider(svc, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20201), addr(20202))
+
+	s := zkc.Servers[0]
+	s.Kill()
+	s.WipeData()
+	s.Start()
+	raw := rawConn(t, zkc.Addrs()...)
+	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 2)
+	waitFor(ctx, t, "consumer session", func() bool { return cons.Stats().HasSession })
+	if prov.Stats().Redials < 1 || cons.Stats().Redials < 1 {
+		t.Fatalf("redials: provider %d consumer %d, want >= 1 each", prov.Stats().Redials, cons.Stats().Redials)
+	}
+	// The re-armed watch sees a new provider.
+	if err := prov.Register(ctx, provider(svc, 20203)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20201), addr(20202), addr(20203))
+	if n := rec.emptyAfterNonEmpty(); n != 0 {
+		t.Fatalf("%d empty lists delivered across the data loss", n)
+	}
+}
+
+// TestSessionExpiry partitions clients from ZooKeeper (through a proxy)
+// for longer than the session timeout, so the server expires their
+// sessions: the provider's ephemeral node is re-created under the new
+// session and the consumer's watch is re-armed.
+func TestSessionExpiry(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	proxy := zktest.NewProxy(t, zkc.Servers[0].Addr)
+	prov := newRegistry(t, "zookeeper://"+proxy.Addr, opts(t, t.TempDir()))
+	cons := newRegistry(t, "zookeeper://"+proxy.Addr, opts(t, t.TempDir()))
+	u := provider(svc, 20301)
+	if err := prov.Register(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20301))
+	oldProv, oldCons := prov.Stats().SessionID, cons.Stats().SessionID
+	raw := rawConn(t, zkc.Addrs()...)
+	pp := prov.CategoryPath(svc, registry.CategoryProviders)
+
+	proxy.Block()
+	// The server expires the provider's session and deletes its node.
+	waitChildren(ctx, t, raw, pp, 0)
+	proxy.Unblock()
+
+	waitFor(ctx, t, "new sessions", func() bool {
+		p, c := prov.Stats(), cons.Stats()
+		return p.HasSession && c.HasSession && p.SessionID != oldProv && c.SessionID != oldCons
+	})
+	waitChildren(ctx, t, raw, pp, 1)
+	_, st, err := raw.Exists(prov.NodePath(u))
+	if err != nil || st.EphemeralOwner != prov.Stats().SessionID {
+		t.Fatalf("node owner %v (%v), want the new session %d", st, err, prov.Stats().SessionID)
+	}
+	// The consumer's subscription works on the new session.
+	if err := prov.Register(ctx, provider(svc, 20302)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20301), addr(20302))
+	if n := rec.emptyAfterNonEmpty(); n != 0 {
+		t.Fatalf("%d empty lists delivered across the expiry", n)
+	}
+}
+
+// TestStaleNodeOfOldSessionReplaced registers a URL whose node is already
+// held by another session: the node is replaced by one this session owns.
+func TestStaleNodeOfOldSessionReplaced(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	other := rawConn(t, zkc.Addrs()...)
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	u := provider(svc, 20401)
+	p := prov.NodePath(u)
+	for _, q := range []string{"/dubbo", "/dubbo/" + svc, prov.CategoryPath(svc, registry.CategoryProviders)} {
+		if _, err := other.Create(q, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "session", func() bool { return prov.Stats().HasSession })
+	if err := prov.Register(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := other.Exists(p)
+	if err != nil || st.EphemeralOwner != prov.Stats().SessionID {
+		t.Fatalf("owner %v (%v), want %d", st, err, prov.Stats().SessionID)
+	}
+}
+
+// TestEnsembleMemberLoss kills the leader, then a follower, of a
+// three-server ensemble: registrations stay and changes still arrive.
+func TestEnsembleMemberLoss(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.StartEnsemble(t, 3)
+	svc := iface(t)
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	if err := prov.Register(ctx, provider(svc, 20501)); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20501))
+
+	leader := zkc.Leader()
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	leader.Kill()
+	if _, err := zkc.WaitLeader(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Register(ctx, provider(svc, 20502)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20501), addr(20502))
+	leader.Start()
+
+	follower := zkc.Follower()
+	if follower == nil {
+		t.Fatal("no follower")
+	}
+	follower.Kill()
+	if err := prov.Register(ctx, provider(svc, 20503)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20501), addr(20502), addr(20503))
+	var up []string
+	for _, s := range zkc.Servers {
+		if s.Running() {
+			up = append(up, s.Addr)
+		}
+	}
+	raw := rawConn(t, up...)
+	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 3)
+	if n := rec.emptyAfterNonEmpty(); n != 0 {
+		t.Fatalf("%d empty lists delivered", n)
+	}
+	if got := prov.Stats().Redials + cons.Stats().Redials; got != 0 {
+		t.Fatalf("%d watchdog redials with a quorum up", got)
+	}
+}
+
+// TestSubscribeWhileDownUsesDiskCache starts a consumer while ZooKeeper is
+// down: it gets the list from the cache file another consumer wrote, at
+// once, and reconciles when ZooKeeper answers.
+func TestSubscribeWhileDownUsesDiskCache(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	cacheDir := t.TempDir()
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	for _, p := range []int{20601, 20602} {
+		if err := prov.Register(ctx, provider(svc, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := newRegistry(t, zkc.Address(), opts(t, cacheDir))
+	rec := newRecorder()
+	if err := first.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20601), addr(20602))
+	first.Close()
+	if _, err := os.Stat(filepath.Join(cacheDir, "cache.json")); err != nil {
+		t.Fatalf("cache file: %v", err)
+	}
+
+	zkc.Servers[0].Kill()
+	second := newRegistry(t, zkc.Address(), opts(t, cacheDir))
+	rec2 := newRecorder()
+	start := time.Now()
+	if err := second.Subscribe(consumer(svc), rec2); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Subscribe blocked %v with ZooKeeper down", d)
+	}
+	rec2.waitAddrs(ctx, t, addr(20601), addr(20602))
+	if second.Stats().HasSession {
+		t.Fatal("session while ZooKeeper is down")
+	}
+	zkc.Servers[0].Start()
+	waitFor(ctx, t, "session", func() bool { return second.Stats().HasSession })
+	if err := prov.Register(ctx, provider(svc, 20603)); err != nil {
+		t.Fatal(err)
+	}
+	rec2.waitAddrs(ctx, t, addr(20601), addr(20602), addr(20603))
+	if n := rec2.emptyAfterNonEmpty(); n != 0 {
+		t.Fatalf("%d empty lists delivered", n)
+	}
+}
+
+// TestCorruptCacheIgnored starts a registry over a corrupt cache file.
+func TestCorruptCacheIgnored(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cache.json"), []byte("{\"version\":1,\"services\":{\"x\":[tru"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	if err := prov.Register(ctx, provider(svc, 20701)); err != nil {
+		t.Fatal(err)
+	}
+	cons := newRegistry(t, zkc.Address(), opts(t, dir))
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20701))
+	// The file is rewritten whole and valid.
+	c := registry.OpenCache(filepath.Join(dir, "cache.json"), nil)
+	if urls, ok := c.Load(consumer(svc).ServiceKey()); !ok || len(urls) != 1 {
+		t.Fatalf("rewritten cache: %v %v", urls, ok)
+	}
+}
+
+// TestRegisterWhileDown registers while ZooKeeper is down: Register
+// returns at once and the node appears when ZooKeeper starts.
+func TestRegisterWhileDown(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	zkc.Servers[0].Kill()
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := prov.Register(cctx, provider(svc, 20801)); err != nil {
+		t.Fatal(err)
+	}
+	zkc.Servers[0].Start()
+	raw := rawConn(t, zkc.Addrs()...)
+	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
+}
