@@ -31,7 +31,8 @@ type Method struct {
 	// ReplyType is T, or nil for a method that returns only an error.
 	ReplyType reflect.Type
 
-	fn reflect.Value // the method expression, receiver first
+	fn   reflect.Value // the method expression, receiver first
+	bufs sync.Pool     // of *argBuf
 }
 
 // Signature returns the method's parameter list and results as Go writes
@@ -55,16 +56,19 @@ func (m *Method) Signature() string {
 	return b.String()
 }
 
-// Call calls the method on rcvr with ctx and args, which must already be
-// of the method's ArgTypes (see Table for the receiver type). It returns the
-// reply (nil for an error-only method) and the method's error. Call does
-// not recover panics of the method.
-func (m *Method) Call(ctx context.Context, rcvr reflect.Value, args []reflect.Value) (any, error) {
-	in := make([]reflect.Value, len(args)+2)
-	in[0] = rcvr
-	in[1] = reflect.ValueOf(&ctx).Elem()
-	copy(in[2:], args)
-	out := m.fn.Call(in)
+// Call calls the method on rcvr with ctx and args, which come from Args. It
+// returns the reply (nil for an error-only method) and the method's error.
+// Call does not recover panics of the method. args may not be used again.
+func (m *Method) Call(ctx context.Context, rcvr reflect.Value, args Args) (any, error) {
+	b := args.b
+	if b == nil || b.m != m {
+		return nil, fmt.Errorf("service: %s called with arguments not from its Args", m.Name)
+	}
+	b.ctx = ctx
+	b.in[0] = rcvr
+	b.in[1] = reflect.ValueOf(&b.ctx).Elem()
+	out := m.fn.Call(b.in)
+	b.release()
 	var err error
 	if e := out[len(out)-1]; !e.IsNil() {
 		err = e.Interface().(error)
@@ -73,6 +77,24 @@ func (m *Method) Call(ctx context.Context, rcvr reflect.Value, args []reflect.Va
 		return nil, err
 	}
 	return out[0].Interface(), err
+}
+
+// Args are the checked arguments of one call of a Method, from
+// Method.Args, to be passed to Method.Call once. Their buffers are
+// recycled, so a call on a provider allocates little besides what
+// reflect.Value.Call needs.
+type Args struct{ b *argBuf }
+
+type argBuf struct {
+	m   *Method
+	ctx context.Context
+	in  []reflect.Value // receiver, context, arguments
+}
+
+func (b *argBuf) release() {
+	clear(b.in)
+	b.ctx = nil
+	b.m.bufs.Put(b)
 }
 
 // Rejected is an exported method that does not fit the service rules, and why.
@@ -251,26 +273,30 @@ func unsendable(t reflect.Type) string {
 }
 
 // Args checks args against the method's parameter types and returns them as
-// reflect.Values for Call. Values of the declared types are taken as they
+// Args for Call. Values of the declared types are taken as they
 // are; nil is taken for pointer, interface, slice and map parameters, and
 // numbers are converted between Go's numeric kinds when no value is lost (a
 // JSON float64 of 3 becomes an int32 of 3). Anything else is an error that
 // names the method, its parameter types, and the offending argument.
-func (m *Method) Args(args []any) ([]reflect.Value, error) {
+func (m *Method) Args(args []any) (Args, error) {
 	if len(args) != len(m.ArgTypes) {
-		return nil, fmt.Errorf("service: %s takes %d arguments after the context, got %d",
+		return Args{}, fmt.Errorf("service: %s takes %d arguments after the context, got %d",
 			m.Signature(), len(m.ArgTypes), len(args))
 	}
-	vs := make([]reflect.Value, len(args))
+	b, _ := m.bufs.Get().(*argBuf)
+	if b == nil {
+		b = &argBuf{m: m, in: make([]reflect.Value, len(m.ArgTypes)+2)}
+	}
 	for i, a := range args {
 		v, ok := convert(a, m.ArgTypes[i])
 		if !ok {
-			return nil, fmt.Errorf("service: %s: argument %d is %s, want %s",
+			b.release()
+			return Args{}, fmt.Errorf("service: %s: argument %d is %s, want %s",
 				m.Signature(), i+1, typeName(a), m.ArgTypes[i])
 		}
-		vs[i] = v
+		b.in[i+2] = v
 	}
-	return vs, nil
+	return Args{b}, nil
 }
 
 func typeName(a any) string {

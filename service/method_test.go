@@ -136,9 +136,20 @@ func TestMethodCall(t *testing.T) {
 	assert.EqualError(t, err, "boom")
 
 	m, _ = tbl.Method("Ping")
-	v, err = m.Call(ctx, rcvr, nil)
+	args, err = m.Args(nil)
+	require.NoError(t, err)
+	v, err = m.Call(ctx, rcvr, args)
 	assert.Nil(t, v)
 	assert.NoError(t, err)
+
+	// Args of another method, or none, are refused.
+	_, err = m.Call(ctx, rcvr, service.Args{})
+	assert.ErrorContains(t, err, "Ping called with arguments not from its Args")
+	hello, _ := tbl.Method("SayHello")
+	args, err = hello.Args([]any{"x"})
+	require.NoError(t, err)
+	_, err = m.Call(ctx, rcvr, args)
+	assert.Error(t, err)
 }
 
 func TestMethodArgs(t *testing.T) {
