@@ -2,4 +2,26 @@
 // narrow the list, a load balancer (cluster/loadbalance) picks one, and a
 // fault-tolerance strategy (failover, failfast, failsafe, failback, forking,
 // broadcast) decides what happens when a call fails.
+//
+//	c, err := cluster.New(dir, cluster.Options{
+//		Strategy:    cluster.Failover,         // the default; retries 2
+//		LoadBalance: loadbalance.LeastActive,  // the default is random
+//		Routers:     []cluster.Router{cluster.NewTagRouter()},
+//	})
+//	if err != nil { ... } // unknown names list the known ones
+//	defer c.Close()
+//	res, err := c.Invoke(ctx, invocation)
+//
+// Every call a strategy makes to a provider goes through Invoker.Call,
+// which counts it in the balancer's Stats (calls in flight, response
+// times), so leastactive, shortestresponse and p2c work without any filter.
+// Providers whose connection is down (protocol.IsAvailable) are skipped,
+// and a call with no provider left fails with ErrNoProvider naming the
+// service. Failover retries only failures where no answer came back
+// (protocol.Retryable), never business errors.
+//
+// Routers: TagRouter (dubbo.tag / dubbo.force.tag attachments) and
+// ConditionRouter (Dubbo's "consumer conditions => provider conditions"
+// rules, from config strings or from the registry's routers category via
+// ParseRouterURL and RoutersFromURLs).
 package cluster

@@ -1,0 +1,393 @@
+package cluster
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// failover tries up to Retries+1 providers, a different one each time when
+// possible, retrying only failures where no answer came back
+// (protocol.Retryable); a business error or any other answer is returned
+// at once. The provider list is read again before each retry. A call that
+// was sent and timed out may therefore run twice.
+func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	attempts := c.Retries(inv) + 1
+	var errs []error
+	var tried []protocol.Invoker
+	for attempt := range attempts {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		invokers, err := c.List(inv)
+		if err != nil {
+			if attempt == 0 {
+				return nil, err
+			}
+			errs = append(errs, err)
+			break
+		}
+		p, err := c.Select(invokers, inv, tried)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.Call(ctx, p, inv)
+		if err == nil {
+			if attempt > 0 {
+				c.log.Debug("failover succeeded after retries", zap.String("service", serviceOf(inv)),
+					zap.String("method", inv.Method), zap.Int("attempt", attempt+1), zap.Errors("errors", errs))
+			}
+			return res, nil
+		}
+		if !protocol.Retryable(err) {
+			if attempt == 0 {
+				return nil, wrap(Failover, inv, p, err)
+			}
+			errs = append(errs, wrap(Failover, inv, p, err))
+			return nil, fmt.Errorf("cluster: failover %s.%s: attempt %d got an answer: %w", serviceOf(inv), inv.Method, attempt+1, errors.Join(errs...))
+		}
+		errs = append(errs, fmt.Errorf("attempt %d on %s: %w", attempt+1, p.URL().Address(), err))
+		tried = append(tried, p)
+	}
+	return nil, fmt.Errorf("cluster: failover %s.%s: %d attempts failed: %w", serviceOf(inv), inv.Method, len(errs), errors.Join(errs...))
+}
+
+// failfast makes one attempt and returns its error.
+func failfast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	invokers, err := c.List(inv)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.Select(invokers, inv, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Call(ctx, p, inv)
+	if err != nil {
+		return nil, wrap(Failfast, inv, p, err)
+	}
+	return res, nil
+}
+
+// failsafe makes one attempt; a failure is logged and the caller gets an
+// empty result (the zero value) and no error.
+func failsafe(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	res, err := failfast(ctx, c, inv)
+	if err != nil {
+		c.log.Warn("failsafe: call failed, returning an empty result", zap.String("service", serviceOf(inv)),
+			zap.String("method", inv.Method), zap.Error(err))
+		return &protocol.Result{}, nil
+	}
+	return res, nil
+}
+
+// broadcast calls every provider, one after the other, and fails if any
+// fails, with every error; otherwise it returns the last result.
+func broadcast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	invokers, err := c.List(inv)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	var last *protocol.Result
+	for _, p := range invokers {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		res, err := c.Call(ctx, p, inv)
+		if err != nil {
+			errs = append(errs, wrap(Broadcast, inv, p, err))
+			continue
+		}
+		last = res
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("cluster: broadcast %s.%s: %d of %d providers failed: %w", serviceOf(inv), inv.Method, len(errs), len(invokers), errors.Join(errs...))
+	}
+	return last, nil
+}
+
+// forking calls Forks providers at once and returns the first success,
+// cancelling the others; it fails only when all fail. Each parallel call
+// decodes into its own reply, and the winner's is copied into the
+// caller's. Close waits for calls still running.
+type forking struct {
+	wg sync.WaitGroup
+}
+
+type outcome struct {
+	res   *protocol.Result
+	err   error
+	p     protocol.Invoker
+	reply any
+}
+
+func (f *forking) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	invokers, err := c.List(inv)
+	if err != nil {
+		return nil, err
+	}
+	targets := invokers
+	if n := c.Forks(); n < len(invokers) {
+		targets = make([]protocol.Invoker, 0, n)
+		for len(targets) < n {
+			p, err := c.Select(invokers, inv, targets)
+			if err != nil {
+				return nil, err
+			}
+			if containsURL(targets, p) {
+				break
+			}
+			targets = append(targets, p)
+		}
+	}
+	if len(targets) == 1 {
+		res, err := c.Call(ctx, targets[0], inv)
+		if err != nil {
+			return nil, wrap(Forking, inv, targets[0], err)
+		}
+		return res, nil
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan outcome, len(targets))
+	for _, p := range targets {
+		fi := *inv
+		if rt := reflect.TypeOf(inv.Reply); rt != nil && rt.Kind() == reflect.Pointer {
+			fi.Reply = reflect.New(rt.Elem()).Interface()
+		}
+		f.wg.Go(func() {
+			res, err := c.Call(fctx, p, &fi)
+			results <- outcome{res, err, p, fi.Reply}
+		})
+	}
+	var errs []error
+	for range targets {
+		select {
+		case o := <-results:
+			if o.err != nil {
+				errs = append(errs, wrap(Forking, inv, o.p, o.err))
+				continue
+			}
+			if o.reply != nil && o.reply != inv.Reply {
+				reflect.ValueOf(inv.Reply).Elem().Set(reflect.ValueOf(o.reply).Elem())
+				if o.res != nil && o.res.Value == o.reply {
+					r := *o.res
+					r.Value = inv.Reply
+					o.res = &r
+				}
+			}
+			return o.res, nil
+		case <-ctx.Done():
+			errs = append(errs, ctx.Err())
+			return nil, fmt.Errorf("cluster: forking %s.%s: %w", serviceOf(inv), inv.Method, errors.Join(errs...))
+		}
+	}
+	return nil, fmt.Errorf("cluster: forking %s.%s: all %d providers failed: %w", serviceOf(inv), inv.Method, len(targets), errors.Join(errs...))
+}
+
+// Close waits for forked calls still running.
+func (f *forking) Close() error {
+	f.wg.Wait()
+	return nil
+}
+
+// failback makes one attempt; on failure the caller gets an empty result
+// and no error, and the call is retried in the background, up to
+// FailbackRetries times on another provider when possible, after
+// FailbackBackoff, doubling each time. At most FailbackQueue calls wait;
+// a failure that finds the queue full (or the invoker closed) is returned
+// to the caller. Retries run with the caller's context values but not its
+// cancellation, each bounded by FailbackTimeout; their reply is
+// discarded. Close stops the retries and waits for the goroutine.
+type failback struct {
+	o      Options
+	log    *zap.Logger
+	stop   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	tasks   taskHeap
+	started bool
+	closed  bool
+}
+
+type task struct {
+	ctx     context.Context
+	c       *Invoker
+	inv     *protocol.Invocation
+	last    protocol.Invoker
+	due     time.Time
+	attempt int // retries made so far
+}
+
+type taskHeap []*task
+
+func (h taskHeap) Len() int           { return len(h) }
+func (h taskHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h taskHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *taskHeap) Push(x any)        { *h = append(*h, x.(*task)) }
+func (h *taskHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
+}
+
+func newFailback(o Options) *failback {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &failback{o: o, log: o.Logger.Named("failback"), stop: make(chan struct{}), ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+}
+
+func (f *failback) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	invokers, err := c.List(inv)
+	var p protocol.Invoker
+	if err == nil {
+		p, err = c.Select(invokers, inv, nil)
+	}
+	if err == nil {
+		var res *protocol.Result
+		if res, err = c.Call(ctx, p, inv); err == nil {
+			return res, nil
+		}
+		err = wrap(Failback, inv, p, err)
+	}
+	if qerr := f.enqueue(ctx, c, inv, p); qerr != nil {
+		return nil, fmt.Errorf("%w (%w)", err, qerr)
+	}
+	f.log.Warn("call failed, retrying in the background", zap.String("service", serviceOf(inv)),
+		zap.String("method", inv.Method), zap.Error(err))
+	return &protocol.Result{}, nil
+}
+
+func (f *failback) enqueue(ctx context.Context, c *Invoker, inv *protocol.Invocation, last protocol.Invoker) error {
+	// the caller may reuse its invocation and reply: retry with a copy
+	cp := *inv
+	cp.Reply = nil
+	cp.Args = slices.Clone(inv.Args)
+	cp.Attachments = maps.Clone(inv.Attachments)
+	t := &task{ctx: context.WithoutCancel(ctx), c: c, inv: &cp, last: last, due: time.Now().Add(f.o.FailbackBackoff)}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if len(f.tasks) >= f.o.FailbackQueue {
+		return fmt.Errorf("cluster: failback queue full (%d calls waiting), not retried", len(f.tasks))
+	}
+	heap.Push(&f.tasks, t)
+	if !f.started {
+		f.started = true
+		f.wg.Go(f.loop)
+	}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (f *failback) loop() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		var next *task
+		wait := time.Hour
+		if len(f.tasks) > 0 {
+			if d := time.Until(f.tasks[0].due); d <= 0 {
+				next = heap.Pop(&f.tasks).(*task)
+			} else {
+				wait = d
+			}
+		}
+		f.mu.Unlock()
+		if next != nil {
+			f.retry(next)
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-f.stop:
+			return
+		case <-f.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func (f *failback) retry(t *task) {
+	t.attempt++
+	ctx, cancel := context.WithTimeout(t.ctx, f.o.FailbackTimeout)
+	defer cancel()
+	stop := context.AfterFunc(f.ctx, cancel)
+	defer stop()
+	var tried []protocol.Invoker
+	if t.last != nil {
+		tried = []protocol.Invoker{t.last}
+	}
+	invokers, err := t.c.List(t.inv)
+	var p protocol.Invoker
+	if err == nil {
+		p, err = t.c.Select(invokers, t.inv, tried)
+	}
+	if err == nil {
+		if _, err = t.c.Call(ctx, p, t.inv); err == nil {
+			f.log.Info("background retry succeeded", zap.String("service", serviceOf(t.inv)),
+				zap.String("method", t.inv.Method), zap.Int("retry", t.attempt))
+			return
+		}
+		t.last = p
+	}
+	if t.attempt >= f.o.FailbackRetries || f.ctx.Err() != nil {
+		f.log.Error("giving up on failed call", zap.String("service", serviceOf(t.inv)),
+			zap.String("method", t.inv.Method), zap.Int("retries", t.attempt), zap.Error(err))
+		return
+	}
+	t.due = time.Now().Add(f.o.FailbackBackoff << t.attempt)
+	f.mu.Lock()
+	if !f.closed {
+		heap.Push(&f.tasks, t)
+	}
+	f.mu.Unlock()
+}
+
+// Pending returns the number of calls waiting for a background retry.
+func (f *failback) Pending() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.tasks)
+}
+
+// Close stops the background retries, dropping those still waiting, and
+// waits for the goroutine. It is idempotent.
+func (f *failback) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.tasks = nil
+	close(f.stop)
+	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
+	return nil
+}
