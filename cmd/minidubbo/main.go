@@ -1,0 +1,68 @@
+// Command minidubbo is the command-line tool of minidubbo. Each subcommand
+// is named by its first argument:
+//
+//	minidubbo lb -algo roundrobin -weights A=5,B=1,C=1 -n 7
+//
+// Run it without arguments to list the subcommands.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// command is one subcommand: run gets the arguments after its name and
+// returns the exit status.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands is the table of subcommands, by name. To add one, add a line.
+var commands = map[string]command{
+	"lb": {"explore a load-balancing algorithm without servers", runLB},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run dispatches to the subcommand named by args[0].
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "minidubbo: unknown command %q (known: %s)\n", args[0], strings.Join(names(), ", "))
+		return 2
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func names() []string {
+	out := make([]string, 0, len(commands))
+	for n := range commands {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: minidubbo <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, n := range names() {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run minidubbo <command> -h for the flags of a command.")
+}

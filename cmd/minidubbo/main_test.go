@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestDispatch(t *testing.T) {
+	_, errOut, code := runCLI(t, "bogus")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "minidubbo: unknown command \"bogus\" (known: lb)\n", errOut)
+	_, errOut, code = runCLI(t)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "usage: minidubbo <command>")
+	out, _, code := runCLI(t, "help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "  lb       explore a load-balancing algorithm without servers\n")
+}
+
+func TestLBSequence(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-algo", "roundrobin", "-weights", "A=5,B=1,C=1", "-n", "7"}, "A\nA\nB\nA\nC\nA\nA\n"},
+		{[]string{"-algo", "roundrobin", "-weights", "A=1,B=1,C=1", "-n", "4"}, "A\nB\nC\nA\n"},
+		{[]string{"-algo", "leastactive", "-weights", "A=1,B=1,C=1", "-active", "A=3,B=0,C=1", "-n", "3"}, "B\nB\nB\n"},
+		{[]string{"-algo", "shortestresponse", "-weights", "A=1,B=1", "-rt", "A=10ms,B=2ms", "-active", "B=9", "-n", "2"}, "A\nA\n"},
+		{[]string{"-algo", "random", "-weights", "A=0,B=5", "-n", "3"}, "B\nB\nB\n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"lb"}, tc.args...)...)
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+}
+
+func TestLBJSON(t *testing.T) {
+	out, _, code := runCLI(t, "lb", "-algo", "roundrobin", "-weights", "A=5,B=1,C=1", "-n", "7", "-format", "json")
+	require.Equal(t, 0, code)
+	assert.Equal(t, `{"algo":"roundrobin","sequence":["A","A","B","A","C","A","A"],"counts":{"A":5,"B":1,"C":1}}`+"\n", out)
+}
+
+func TestLBSeedRepeatable(t *testing.T) {
+	args := []string{"lb", "-algo", "random", "-weights", "A=1,B=3", "-n", "2000", "-seed", "7", "-format", "json"}
+	a, _, code := runCLI(t, args...)
+	require.Equal(t, 0, code)
+	b, _, _ := runCLI(t, args...)
+	assert.Equal(t, a, b)
+	var res struct {
+		Counts map[string]int `json:"counts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(a), &res))
+	assert.Equal(t, 2000, res.Counts["A"]+res.Counts["B"])
+	assert.InDelta(t, 500, res.Counts["A"], 100)
+}
+
+func TestLBConsistentHashKeys(t *testing.T) {
+	out, _, code := runCLI(t, "lb", "-algo", "consistenthash", "-weights", "A=1,B=1,C=1", "-keys", "10000", "-remove", "B")
+	require.Equal(t, 0, code)
+	// MD5 rings are the same in every process, so the output is exact
+	assert.Equal(t, `A 3120 31.20%
+B 3306 33.06%
+C 3574 35.74%
+after removing B:
+A 4573 45.73%
+C 5427 54.27%
+moved 3306 of 10000 keys (33.06%)
+`, out)
+	out, _, code = runCLI(t, "lb", "-algo", "consistenthash", "-weights", "A=1,B=1,C=1", "-keys", "10000", "-remove", "B", "-format", "json")
+	require.Equal(t, 0, code)
+	var res lbResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, 3306, res.Counts["B"])
+	assert.InDelta(t, 0.3306, *res.Moved, 1e-9, "only B's keys move")
+}
+
+func TestLBErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-algo", "rr"}, `minidubbo lb: loadbalance: unknown "rr" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`},
+		{[]string{"-weights", "A=x"}, `minidubbo lb: -weights: bad value "x" for A`},
+		{[]string{"-weights", "A=1,A=2"}, `minidubbo lb: -weights: "A" given twice`},
+		{[]string{"-weights", "A"}, `minidubbo lb: -weights: "A" is not name=value`},
+		{[]string{"-algo", "random", "-active", "A=1"}, `minidubbo lb: -active and -rt apply to leastactive, shortestresponse and p2c, not random`},
+		{[]string{"-algo", "leastactive", "-active", "Z=1"}, `minidubbo lb: -active names "Z", which is not in -weights`},
+		{[]string{"-keys", "10"}, `minidubbo lb: -keys and -remove apply to consistenthash, not random`},
+		{[]string{"-algo", "consistenthash", "-keys", "10", "-remove", "Z"}, `minidubbo lb: -remove "Z" is not in -weights`},
+		{[]string{"-format", "xml"}, `minidubbo lb: unknown -format "xml" (known: json, text)`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, errOut, code := runCLI(t, append([]string{"lb"}, tc.args...)...)
+			assert.Equal(t, 2, code)
+			assert.Equal(t, tc.want+"\n", errOut)
+		})
+	}
+}
