@@ -1,0 +1,740 @@
+package config
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/cluster/loadbalance"
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/monitor"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/registry/memory"
+	"github.com/minidubbo/minidubbo/registry/zookeeper"
+)
+
+// ErrTokenMismatch is returned to callers whose token attachment does not
+// match the provider's token.
+var ErrTokenMismatch = errors.New("config: invalid token")
+
+// Option configures an Application.
+type Option func(*Application) error
+
+// WithLogger sets the logger of the application and of every component it
+// builds (default zap.NewNop()).
+func WithLogger(l *zap.Logger) Option {
+	return func(a *Application) error {
+		if l == nil {
+			return errors.New("config: WithLogger: nil logger")
+		}
+		a.log = l
+		return nil
+	}
+}
+
+// WithRegistry uses reg for the registry id instead of building one from
+// its address; the application does not close it. The id must be in
+// Config.Registries (its address may be any valid one).
+func WithRegistry(id string, reg registry.Registry) Option {
+	return func(a *Application) error {
+		if _, ok := a.cfg.Registries[id]; !ok {
+			return fmt.Errorf("config: WithRegistry: unknown registry %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.Registries), ", "))
+		}
+		a.registries[id] = reg
+		a.shared[id] = true
+		return nil
+	}
+}
+
+// WithLoadBalance adds a load balancer by name, for references to name in
+// their loadbalance key.
+func WithLoadBalance(name string, f loadbalance.Factory) Option {
+	return func(a *Application) error { return a.balancers.Register(name, f) }
+}
+
+// WithCluster adds a fault-tolerance strategy by name, for references to
+// name in their cluster key.
+func WithCluster(name string, f cluster.StrategyFactory) Option {
+	return func(a *Application) error { return a.strategies.Register(name, f) }
+}
+
+// WithFilters adds filters to every provided service (provider side) and
+// every referred provider (consumer side), after the built-in ones.
+func WithFilters(provider, consumer []protocol.Filter) Option {
+	return func(a *Application) error {
+		a.providerFilters = append(a.providerFilters, provider...)
+		a.consumerFilters = append(a.consumerFilters, consumer...)
+		return nil
+	}
+}
+
+// WithProtocolOptions sets the options of the dubbo protocol (payload
+// limit, heartbeat, dispatch limit, TLS, ...).
+func WithProtocolOptions(o dubbo.Options) Option {
+	return func(a *Application) error {
+		a.protoOpts = o
+		return nil
+	}
+}
+
+// Application runs the services and references of one Config: Export
+// serves a service value, Refer fills a consumer stub, Run waits for
+// SIGINT or SIGTERM and shuts everything down gracefully.
+type Application struct {
+	cfg        Config
+	log        *zap.Logger
+	monitor    *monitor.Monitor
+	balancers  *loadbalance.Table
+	strategies *cluster.Table
+	protoOpts  dubbo.Options
+
+	providerFilters, consumerFilters []protocol.Filter
+
+	mu         sync.Mutex
+	proto      *dubbo.Protocol
+	registries map[string]registry.Registry
+	shared     map[string]bool // registries given by WithRegistry
+	ports      map[string]int  // protocol id → port once bound
+	exports    []*export
+	refs       []*reference
+	closed     bool
+}
+
+type export struct {
+	url      *protocol.URL
+	exporter protocol.Exporter
+	regs     []registry.Registry
+}
+
+type reference struct {
+	consumer *protocol.URL
+	dir      *registry.Directory // nil for direct references
+	direct   []protocol.Invoker
+	clusters []*cluster.Invoker
+	subs     []registry.Registry
+	listener registry.Listener
+}
+
+// New validates c and returns an Application for it. c is copied; the
+// Application fills in defaults on its copy.
+func New(c *Config, opts ...Option) (*Application, error) {
+	if c == nil {
+		c = &Config{}
+	}
+	a := &Application{
+		cfg:        cloneConfig(*c),
+		log:        zap.NewNop(),
+		monitor:    monitor.New(),
+		balancers:  loadbalance.Builtin(),
+		strategies: cluster.Builtin(),
+		registries: map[string]registry.Registry{},
+		shared:     map[string]bool{},
+		ports:      map[string]int{},
+	}
+	for _, o := range opts {
+		if err := o(a); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.cfg.validate(a.balancers.Names(), a.strategies.Names()); err != nil {
+		return nil, err
+	}
+	po := a.protoOpts
+	if po.Logger == nil {
+		po.Logger = a.log.Named("dubbo")
+	}
+	p, err := dubbo.New(&po)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	a.proto = p
+	return a, nil
+}
+
+func cloneConfig(c Config) Config {
+	c.Registries = cloneMap(c.Registries)
+	c.Protocols = cloneMap(c.Protocols)
+	c.Services = cloneMap(c.Services)
+	c.References = cloneMap(c.References)
+	return c
+}
+
+func cloneMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Config returns the validated configuration, with defaults filled in.
+func (a *Application) Config() Config { return a.cfg }
+
+// Monitor returns the monitor that counts every call of the application on
+// both sides.
+func (a *Application) Monitor() *monitor.Monitor { return a.monitor }
+
+// registry returns the registry with id, connecting it on first use.
+func (a *Application) registry(id string) (registry.Registry, error) {
+	if r, ok := a.registries[id]; ok {
+		return r, nil
+	}
+	rc := a.cfg.Registries[id]
+	var r registry.Registry
+	switch {
+	case strings.HasPrefix(rc.Address, "memory://"):
+		r = memory.New()
+	default:
+		o := zookeeper.Options{
+			Application:    a.cfg.Application.Name,
+			SessionTimeout: rc.SessionTimeout,
+			Username:       rc.Username,
+			Password:       rc.Password,
+			Logger:         a.log.Named("registry").With(zap.String("registry", id)),
+		}
+		switch rc.CacheFile {
+		case "":
+		case "-":
+			o.NoCacheFile = true
+		default:
+			o.CacheFile = rc.CacheFile
+		}
+		zr, err := zookeeper.New(rc.Address, o)
+		if err != nil {
+			return nil, fmt.Errorf("config: registries.%s: %w", id, err)
+		}
+		r = zr
+	}
+	a.registries[id] = r
+	return r, nil
+}
+
+func (a *Application) registriesFor(ids []string) ([]registry.Registry, error) {
+	if len(ids) == 0 {
+		ids = sortedKeys(a.cfg.Registries)
+	}
+	regs := make([]registry.Registry, 0, len(ids))
+	for _, id := range ids {
+		r, err := a.registry(id)
+		if err != nil {
+			return nil, err
+		}
+		regs = append(regs, r)
+	}
+	return regs, nil
+}
+
+// Export serves impl as the service id of Config.Services and registers it
+// in the service's registries. impl's exported methods of the form
+// func(ctx, args...) (T, error) or func(ctx, args...) error are served. It
+// returns the registered provider URL, which carries the real port.
+func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, errors.New("config: export: application is shut down")
+	}
+	sc, ok := a.cfg.Services[id]
+	if !ok {
+		return nil, fmt.Errorf("config: export: unknown service %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.Services), ", "))
+	}
+	pc := a.cfg.Protocols[sc.Protocol]
+	port := pc.Port
+	if p, ok := a.ports[sc.Protocol]; ok {
+		port = p
+	}
+	params := map[string]string{
+		protocol.KeyInterface:     sc.Interface,
+		protocol.KeyApplication:   a.cfg.Application.Name,
+		protocol.KeySide:          "provider",
+		protocol.KeyTimestamp:     strconv.FormatInt(time.Now().UnixMilli(), 10),
+		protocol.KeyTimeout:       strconv.FormatInt(sc.Timeout.Milliseconds(), 10),
+		protocol.KeySerialization: pc.Serialization,
+	}
+	setIf(params, protocol.KeyVersion, sc.Version)
+	setIf(params, protocol.KeyGroup, sc.Group)
+	setIf(params, protocol.KeyTag, sc.Tag)
+	if sc.Weight != nil {
+		params[protocol.KeyWeight] = strconv.Itoa(*sc.Weight)
+	}
+	if sc.Warmup != nil {
+		params[protocol.KeyWarmup] = strconv.FormatInt(sc.Warmup.Milliseconds(), 10)
+	}
+	if sc.Executes > 0 {
+		params[protocol.KeyExecutes] = strconv.Itoa(sc.Executes)
+	}
+	token := sc.Token
+	if token == "true" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("config: export %s: token: %w", id, err)
+		}
+		token = hex.EncodeToString(b[:])
+	}
+	setIf(params, protocol.KeyToken, token)
+	u := protocol.NewURL(dubbo.Name, pc.Host, port, sc.Interface, params)
+	prov, err := proxy.NewProvider(u, impl, proxy.WithLogger(a.log.Named("proxy")))
+	if err != nil {
+		return nil, fmt.Errorf("config: export %s: %w", id, err)
+	}
+	u = u.With(protocol.KeyMethods, strings.Join(prov.Methods(), ","))
+	filters := []protocol.Filter{a.monitor.Filter(monitor.Provider)}
+	if token != "" {
+		filters = append(filters, tokenCheck(token))
+	}
+	if sc.Executes > 0 {
+		filters = append(filters, executeLimit(sc.Executes))
+	}
+	filters = append(filters, a.providerFilters...)
+	exp, err := a.proto.Export(&urlInvoker{Invoker: protocol.Chain(prov, filters...), url: u})
+	if err != nil {
+		return nil, fmt.Errorf("config: export %s: %w", id, err)
+	}
+	real := exp.(*dubbo.Exporter).URL()
+	a.ports[sc.Protocol] = real.Port
+	regs, err := a.registriesFor(sc.Registries)
+	if err == nil {
+		for _, r := range regs {
+			if err = r.Register(ctx, real); err != nil {
+				err = fmt.Errorf("config: export %s: register: %w", id, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		_ = exp.Unexport()
+		return nil, err
+	}
+	a.exports = append(a.exports, &export{url: real, exporter: exp, regs: regs})
+	a.log.Info("exported", zap.String("service", id), zap.Stringer("url", real))
+	return real, nil
+}
+
+// urlInvoker gives a filter chain the export URL while keeping the
+// provider's argument types visible to the protocol.
+type urlInvoker struct {
+	protocol.Invoker
+	url *protocol.URL
+}
+
+func (u *urlInvoker) URL() *protocol.URL { return u.url }
+
+func setIf(m map[string]string, k, v string) {
+	if v != "" {
+		m[k] = v
+	}
+}
+
+// tokenCheck refuses calls whose token attachment is not token, comparing
+// in constant time.
+func tokenCheck(token string) protocol.Filter {
+	want := []byte(token)
+	return protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+		got := inv.Attachment(protocol.KeyToken)
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			return nil, fmt.Errorf("%w: %s.%s", ErrTokenMismatch, inv.Service, inv.Method)
+		}
+		return next.Invoke(ctx, inv)
+	})
+}
+
+// tokenAttach copies the token of the provider an invoker calls into the
+// call's attachments, without touching the caller's map.
+func tokenAttach(token string) protocol.Filter {
+	return protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+		c := *inv
+		c.Attachments = make(map[string]string, len(inv.Attachments)+1)
+		for k, v := range inv.Attachments {
+			c.Attachments[k] = v
+		}
+		c.Attachments[protocol.KeyToken] = token
+		return next.Invoke(ctx, &c)
+	})
+}
+
+// executeLimit bounds the calls of one service running at once on this
+// provider; calls over the bound are answered "server busy", which
+// consumers retry elsewhere.
+func executeLimit(n int) protocol.Filter {
+	sem := make(chan struct{}, n)
+	return protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+		select {
+		case sem <- struct{}{}:
+		default:
+			return nil, fmt.Errorf("%w: %s.%s: %d calls running (executes limit)", exchange.ErrServerBusy, inv.Service, inv.Method, n)
+		}
+		defer func() { <-sem }()
+		return next.Invoke(ctx, inv)
+	})
+}
+
+// Refer fills stub, a pointer to a struct of func fields, so that its
+// calls go to the providers of the reference id of Config.References,
+// through the reference's router, load balancer and fault-tolerance
+// strategy. See proxy.Refer for the rules on stub's fields.
+func (a *Application) Refer(ctx context.Context, id string, stub any) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return errors.New("config: refer: application is shut down")
+	}
+	rc, ok := a.cfg.References[id]
+	if !ok {
+		return fmt.Errorf("config: refer: unknown reference %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.References), ", "))
+	}
+	params := map[string]string{
+		protocol.KeyInterface:   rc.Interface,
+		protocol.KeyApplication: a.cfg.Application.Name,
+		protocol.KeySide:        "consumer",
+		protocol.KeyCategory:    registry.CategoryConsumers,
+		protocol.KeyTimestamp:   strconv.FormatInt(time.Now().UnixMilli(), 10),
+		protocol.KeyLoadBalance: rc.LoadBalance,
+		protocol.KeyCluster:     rc.Cluster,
+		protocol.KeyRetries:     strconv.Itoa(*rc.Retries),
+		protocol.KeyTimeout:     strconv.FormatInt(rc.Timeout.Milliseconds(), 10),
+	}
+	setIf(params, protocol.KeyVersion, rc.Version)
+	setIf(params, protocol.KeyGroup, rc.Group)
+	host := "127.0.0.1"
+	if h, err := os.Hostname(); err == nil && h != "" {
+		params["hostname"] = h
+	}
+	consumer := protocol.NewURL("consumer", host, 0, rc.Interface, params)
+
+	var routers []cluster.Router
+	routers = append(routers, cluster.NewTagRouter())
+	for i, rule := range rc.Routers {
+		r, err := cluster.NewConditionRouter(rule, cluster.ConditionOptions{Consumer: consumer})
+		if err != nil {
+			return fmt.Errorf("config: references.%s.routers[%d]: %w", id, i, err)
+		}
+		routers = append(routers, r)
+	}
+	ref := &reference{consumer: consumer}
+	wrap := func(inv protocol.Invoker) protocol.Invoker {
+		fs := []protocol.Filter{a.monitor.Filter(monitor.Consumer)}
+		if tok := inv.URL().Param(protocol.KeyToken, ""); tok != "" {
+			fs = append(fs, tokenAttach(tok))
+		}
+		fs = append(fs, a.consumerFilters...)
+		return protocol.Chain(inv, fs...)
+	}
+	var dir cluster.Directory
+	if rc.URL != "" {
+		for _, s := range strings.Split(rc.URL, ",") {
+			u, err := directURL(strings.TrimSpace(s), rc)
+			if err != nil {
+				ref.closeDirect()
+				return fmt.Errorf("config: references.%s.url: %w", id, err)
+			}
+			inv, err := a.proto.Refer(u)
+			if err != nil {
+				ref.closeDirect()
+				return fmt.Errorf("config: references.%s.url: %w", id, err)
+			}
+			ref.direct = append(ref.direct, wrap(inv))
+		}
+		dir = cluster.Static(ref.direct)
+	} else {
+		d, err := registry.NewDirectory(registry.DirectoryOptions{
+			Consumer: consumer,
+			Protocol: a.proto,
+			Wrap:     wrap,
+			Logger:   a.log.Named("directory"),
+		})
+		if err != nil {
+			return fmt.Errorf("config: refer %s: %w", id, err)
+		}
+		ref.dir = d
+		dir = d
+	}
+
+	// One cluster invoker per load balancer in use: the reference's, and
+	// those that methods override.
+	byBalancer := map[string]*cluster.Invoker{}
+	newCluster := func(lb string) (*cluster.Invoker, error) {
+		if c, ok := byBalancer[lb]; ok {
+			return c, nil
+		}
+		retries := *rc.Retries
+		if retries == 0 {
+			retries = -1 // cluster: negative means none
+		}
+		c, err := cluster.New(dir, cluster.Options{
+			Strategy:    rc.Cluster,
+			Strategies:  a.strategies,
+			LoadBalance: lb,
+			Balancers:   a.balancers,
+			Retries:     retries,
+			Routers:     routers,
+			Logger:      a.log.Named("cluster"),
+			URL:         consumer,
+		})
+		if err != nil {
+			return nil, err
+		}
+		byBalancer[lb] = c
+		ref.clusters = append(ref.clusters, c)
+		return c, nil
+	}
+	top, err := newCluster(rc.LoadBalance)
+	if err != nil {
+		ref.close()
+		return fmt.Errorf("config: refer %s: %w", id, err)
+	}
+	mi := &methodInvoker{def: top, url: consumer, defTimeout: rc.Timeout, methods: map[string]methodOptions{}}
+	for m, mc := range rc.Methods {
+		mo := methodOptions{invoker: top, timeout: mc.Timeout}
+		if mc.LoadBalance != "" {
+			if mo.invoker, err = newCluster(mc.LoadBalance); err != nil {
+				ref.close()
+				return fmt.Errorf("config: refer %s method %s: %w", id, m, err)
+			}
+		}
+		if mc.Retries != nil {
+			mo.retriesStr = strconv.Itoa(*mc.Retries)
+		}
+		mi.methods[m] = mo
+	}
+	if len(rc.Routers) == 0 && ref.dir != nil {
+		ref.listener = &routerListener{Directory: ref.dir, clusters: ref.clusters, fixed: routers, consumer: consumer, log: a.log}
+	} else if ref.dir != nil {
+		ref.listener = ref.dir
+	}
+	if ref.dir != nil {
+		regs, err := a.registriesFor(rc.Registries)
+		if err != nil {
+			ref.close()
+			return err
+		}
+		for _, r := range regs {
+			if err := r.Subscribe(consumer, ref.listener); err != nil {
+				ref.close()
+				return fmt.Errorf("config: refer %s: subscribe: %w", id, err)
+			}
+			ref.subs = append(ref.subs, r)
+			// Consumers register themselves too, as Dubbo's do; a failure
+			// here does not stop calls.
+			if err := r.Register(ctx, consumer); err != nil {
+				a.log.Warn("register consumer", zap.String("reference", id), zap.Error(err))
+			}
+		}
+		if rc.Check {
+			wctx, cancel := context.WithTimeout(ctx, a.cfg.Registries[sortedKeys(a.cfg.Registries)[0]].Timeout)
+			err := ref.dir.WaitReady(wctx)
+			cancel()
+			if err == nil && len(ref.dir.Invokers()) == 0 {
+				err = fmt.Errorf("%w %s", cluster.ErrNoProvider, consumer.ServiceKey())
+			}
+			if err != nil {
+				ref.close()
+				return fmt.Errorf("config: refer %s: check: %w", id, err)
+			}
+		}
+	}
+	if err := proxy.Refer(stub, mi); err != nil {
+		ref.close()
+		return fmt.Errorf("config: refer %s: %w", id, err)
+	}
+	a.refs = append(a.refs, ref)
+	return nil
+}
+
+func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
+	if !strings.Contains(s, "://") {
+		s = "dubbo://" + s
+	}
+	u, err := protocol.ParseURL(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Path == "" {
+		u.Path = rc.Interface
+	}
+	if u.Port == 0 {
+		return nil, fmt.Errorf("%q: missing port", s)
+	}
+	u = u.With(protocol.KeyInterface, rc.Interface)
+	if rc.Version != "" {
+		u = u.With(protocol.KeyVersion, rc.Version)
+	}
+	if rc.Group != "" {
+		u = u.With(protocol.KeyGroup, rc.Group)
+	}
+	return u, nil
+}
+
+// routerListener keeps the cluster invokers' routers in step with the
+// routing rules the registry holds for the service.
+type routerListener struct {
+	*registry.Directory
+	clusters []*cluster.Invoker
+	fixed    []cluster.Router
+	consumer *protocol.URL
+	log      *zap.Logger
+}
+
+func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
+	l.Directory.NotifyRouters(urls)
+	rs, err := cluster.RoutersFromURLs(urls, l.consumer)
+	if err != nil {
+		l.log.Warn("bad routing rule in registry; keeping the previous rules", zap.Error(err))
+		return
+	}
+	all := append(append([]cluster.Router{}, l.fixed...), rs...)
+	for _, c := range l.clusters {
+		c.SetRouters(all)
+	}
+}
+
+type methodOptions struct {
+	invoker    protocol.Invoker
+	timeout    time.Duration
+	retriesStr string
+}
+
+// methodInvoker applies the reference's per-method options (timeout,
+// retries, load balancer) and the default timeout when the caller's
+// context has no deadline.
+type methodInvoker struct {
+	def        protocol.Invoker
+	url        *protocol.URL
+	defTimeout time.Duration
+	methods    map[string]methodOptions
+}
+
+func (m *methodInvoker) URL() *protocol.URL { return m.url }
+
+func (m *methodInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	next, timeout := m.def, m.defTimeout
+	if mo, ok := m.methods[inv.Method]; ok {
+		next = mo.invoker
+		if mo.timeout > 0 {
+			timeout = mo.timeout
+		}
+		if mo.retriesStr != "" {
+			atts := make(map[string]string, len(inv.Attachments)+1)
+			for k, v := range inv.Attachments {
+				atts[k] = v
+			}
+			atts[protocol.KeyRetries] = mo.retriesStr
+			c := *inv
+			c.Attachments = atts
+			inv = &c
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return next.Invoke(ctx, inv)
+}
+
+func (r *reference) closeDirect() {
+	for _, inv := range r.direct {
+		if c, ok := inv.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+func (r *reference) close() {
+	for _, reg := range r.subs {
+		_ = reg.Unsubscribe(r.consumer, r.listener)
+		_ = reg.Unregister(context.Background(), r.consumer)
+	}
+	for _, c := range r.clusters {
+		_ = c.Close()
+	}
+	if r.dir != nil {
+		_ = r.dir.Close()
+	}
+	r.closeDirect()
+}
+
+// Run blocks until ctx is done or the process gets SIGINT or SIGTERM, then
+// shuts the application down gracefully within Config.Shutdown.Timeout.
+func (a *Application) Run(ctx context.Context) error {
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	<-sctx.Done()
+	stop()
+	a.log.Info("shutting down")
+	dctx, cancel := context.WithTimeout(context.Background(), a.cfg.Shutdown.Timeout)
+	defer cancel()
+	return a.Shutdown(dctx)
+}
+
+// Shutdown stops the application gracefully: it unregisters every provided
+// service, tells connected consumers at once that this provider is going
+// (so they send their next calls elsewhere), waits Config.Shutdown.Wait,
+// lets the calls in progress finish until ctx is done, closes references
+// (after their calls finish) and registries. It is idempotent.
+func (a *Application) Shutdown(ctx context.Context) error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	exports, refs := a.exports, a.refs
+	a.mu.Unlock()
+
+	var errs []error
+	for _, e := range exports {
+		for _, r := range e.regs {
+			if err := r.Unregister(ctx, e.url); err != nil {
+				errs = append(errs, fmt.Errorf("config: unregister %s: %w", e.url.ServiceKey(), err))
+			}
+		}
+	}
+	if w := a.cfg.Shutdown.Wait; w > 0 && len(exports) > 0 {
+		t := time.NewTimer(w)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	// References first: each closes once the calls it has running finish.
+	// Then the protocol sends the readonly event to consumers, drains the
+	// calls in progress and closes its servers and connections.
+	for _, r := range refs {
+		r.close()
+	}
+	if err := a.proto.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("config: protocol shutdown: %w", err))
+	}
+	if err := a.proto.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	for id, r := range a.registries {
+		if a.shared[id] {
+			continue
+		}
+		if err := r.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("config: close registry %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
