@@ -1,0 +1,387 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// DefaultDrainTimeout bounds how long a departed provider's invoker is kept
+// open for the calls still running on it.
+const DefaultDrainTimeout = 10 * time.Second
+
+// DirectoryOptions configure a Directory.
+type DirectoryOptions struct {
+	// Consumer names the service (interface, version, group) whose
+	// providers the directory keeps; providers that do not Match it are
+	// ignored. Required.
+	Consumer *protocol.URL
+	// Protocol refers provider URLs as invokers. Required.
+	Protocol protocol.Protocol
+	// Wrap, when set, is applied to every invoker Protocol returns (for
+	// example to add consumer-side filters with protocol.Chain).
+	Wrap func(protocol.Invoker) protocol.Invoker
+	// DrainTimeout bounds the wait for in-flight calls on a provider that
+	// left the list before its invoker is closed (default 10 s).
+	DrainTimeout time.Duration
+	// Logger receives refer failures (default none).
+	Logger *zap.Logger
+}
+
+// Directory is the registry directory: a Listener that turns provider
+// lists into invokers, and a cluster.Directory that hands the cluster layer
+// an immutable snapshot of them.
+//
+// On every list it reuses the invokers of providers still present (keyed by
+// the provider URL), refers new ones, and retires departed ones: a retired
+// invoker takes no new calls from later snapshots, and is closed once the
+// calls running on it finish, or after DrainTimeout. An empty list empties
+// the directory (registries deliver one only when the registry really
+// reports no providers); a non-empty list of which no provider could be
+// referred is ignored and the old invokers are kept.
+//
+// List never trusts the registry alone: it leaves out invokers whose
+// protocol.IsAvailable is false (their connection is down). When every
+// invoker is unavailable it returns them all, so the call is attempted and
+// fails fast with a connection error (and the lazy connection is re-dialled)
+// rather than with "no provider".
+//
+// A Directory is safe for concurrent use.
+type Directory struct {
+	opts DirectoryOptions
+	log  *zap.Logger
+
+	snap     atomic.Pointer[snapshot]
+	filtered atomic.Pointer[filteredList]
+
+	mu       sync.Mutex // serializes Notify and Close
+	closed   bool
+	byKey    map[string]*tracked
+	rmu      sync.Mutex // guards retiring; never held while closing an invoker
+	retiring map[*tracked]struct{}
+	changed  chan struct{}
+	ready    chan struct{}
+	readyOK  bool
+	routers  atomic.Pointer[[]*protocol.URL]
+}
+
+var (
+	_ cluster.Directory = (*Directory)(nil)
+	_ Listener          = (*Directory)(nil)
+	_ RouterListener    = (*Directory)(nil)
+)
+
+type snapshot struct {
+	invokers []protocol.Invoker
+}
+
+// filteredList caches List's result for one snapshot and one set of
+// unavailable positions, so a steady state returns the same slice.
+type filteredList struct {
+	snap *snapshot
+	down []int
+	out  []protocol.Invoker
+}
+
+// NewDirectory returns an empty directory; subscribe it to a registry to
+// fill it.
+func NewDirectory(o DirectoryOptions) (*Directory, error) {
+	if o.Consumer == nil {
+		return nil, errors.New("registry: directory needs a consumer URL")
+	}
+	if o.Protocol == nil {
+		return nil, errors.New("registry: directory needs a protocol")
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	d := &Directory{
+		opts:     o,
+		log:      o.Logger.Named("directory"),
+		byKey:    map[string]*tracked{},
+		retiring: map[*tracked]struct{}{},
+		changed:  make(chan struct{}),
+		ready:    make(chan struct{}),
+	}
+	d.snap.Store(&snapshot{})
+	return d, nil
+}
+
+// List implements cluster.Directory: the available invokers of the
+// current snapshot (all of them when none is available). The result must
+// not be modified. List does not allocate while the set of unavailable
+// invokers stays the same.
+func (d *Directory) List(*protocol.Invocation) ([]protocol.Invoker, error) {
+	s := d.snap.Load()
+	all := s.invokers
+	fc := d.filtered.Load()
+	match := fc != nil && fc.snap == s
+	down := 0
+	for i, inv := range all {
+		if !protocol.IsAvailable(inv) {
+			if match && (down >= len(fc.down) || fc.down[down] != i) {
+				match = false
+			}
+			down++
+		}
+	}
+	if down == 0 || down == len(all) {
+		return all, nil
+	}
+	if match && down == len(fc.down) {
+		return fc.out, nil
+	}
+	f := &filteredList{snap: s, down: make([]int, 0, down), out: make([]protocol.Invoker, 0, len(all)-down)}
+	for i, inv := range all {
+		if protocol.IsAvailable(inv) {
+			f.out = append(f.out, inv)
+		} else {
+			f.down = append(f.down, i)
+		}
+	}
+	d.filtered.Store(f)
+	return f.out, nil
+}
+
+// Invokers returns every invoker of the current snapshot, available or
+// not. The result must not be modified.
+func (d *Directory) Invokers() []protocol.Invoker { return d.snap.Load().invokers }
+
+// Routers returns the router URLs last notified (see RouterListener).
+func (d *Directory) Routers() []*protocol.URL {
+	if p := d.routers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// NotifyRouters implements RouterListener by keeping the URLs for Routers.
+func (d *Directory) NotifyRouters(routers []*protocol.URL) {
+	rs := slices.Clone(routers)
+	d.routers.Store(&rs)
+}
+
+// Changed returns a channel that is closed when the next snapshot is
+// published, so tests and callers can wait for a change without polling.
+func (d *Directory) Changed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changed
+}
+
+// WaitReady waits until the first provider list arrived (it may be empty).
+func (d *Directory) WaitReady(ctx context.Context) error {
+	select {
+	case <-d.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Notify implements Listener: it makes the snapshot match providers.
+func (d *Directory) Notify(providers []*protocol.URL) {
+	urls := Filter(d.opts.Consumer, providers)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	next := make(map[string]*tracked, len(urls))
+	for _, u := range urls {
+		key := u.String()
+		if t, ok := d.byKey[key]; ok {
+			next[key] = t
+			continue
+		}
+		inv, err := d.opts.Protocol.Refer(u)
+		if err != nil {
+			d.log.Warn("refer provider failed; skipped", zap.String("provider", u.String()), zap.Error(err))
+			continue
+		}
+		if d.opts.Wrap != nil {
+			inv = d.opts.Wrap(inv)
+		}
+		next[key] = newTracked(inv)
+	}
+	if len(urls) > 0 && len(next) == 0 && len(d.byKey) > 0 {
+		d.log.Warn("no provider of the new list could be referred; keeping the old ones",
+			zap.Int("listed", len(urls)), zap.Int("kept", len(d.byKey)))
+		d.markReady()
+		return
+	}
+	for key, t := range d.byKey {
+		if _, ok := next[key]; !ok {
+			d.retire(t)
+		}
+	}
+	d.byKey = next
+	keys := make([]string, 0, len(next))
+	for k := range next {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, strings.Compare)
+	invs := make([]protocol.Invoker, len(keys))
+	for i, k := range keys {
+		invs[i] = next[k]
+	}
+	d.snap.Store(&snapshot{invokers: invs})
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.markReady()
+}
+
+func (d *Directory) markReady() {
+	if !d.readyOK {
+		d.readyOK = true
+		close(d.ready)
+	}
+}
+
+// retire takes t out of service; d.mu must be held.
+func (d *Directory) retire(t *tracked) {
+	d.rmu.Lock()
+	d.retiring[t] = struct{}{}
+	d.rmu.Unlock()
+	t.retire(d.opts.DrainTimeout, func() {
+		d.rmu.Lock()
+		delete(d.retiring, t)
+		d.rmu.Unlock()
+	})
+}
+
+// Retiring returns how many departed invokers still wait for their calls
+// to finish.
+func (d *Directory) Retiring() int {
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	return len(d.retiring)
+}
+
+// Close retires every invoker, waits (at most DrainTimeout) for the calls
+// running on them, closes them, and ignores later lists. It is idempotent.
+func (d *Directory) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	for _, t := range d.byKey {
+		d.retire(t)
+	}
+	d.byKey = map[string]*tracked{}
+	d.snap.Store(&snapshot{})
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.mu.Unlock()
+	d.rmu.Lock()
+	all := make([]*tracked, 0, len(d.retiring))
+	for t := range d.retiring {
+		all = append(all, t)
+	}
+	d.rmu.Unlock()
+	deadline := time.NewTimer(d.opts.DrainTimeout)
+	defer deadline.Stop()
+	for _, t := range all {
+		select {
+		case <-t.closed:
+		case <-deadline.C:
+			t.closeNow()
+			for _, r := range all {
+				r.closeNow()
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// tracked wraps an invoker, counting the calls in flight so a retired
+// invoker is closed when the last one finishes.
+type tracked struct {
+	protocol.Invoker
+	inflight atomic.Int64
+	retired  atomic.Bool
+
+	once   sync.Once
+	closed chan struct{}
+	mu     sync.Mutex
+	timer  *time.Timer
+	onDone func()
+}
+
+func newTracked(inv protocol.Invoker) *tracked {
+	return &tracked{Invoker: inv, closed: make(chan struct{})}
+}
+
+// Invoke counts the call in flight around the wrapped invoker's Invoke.
+func (t *tracked) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	t.inflight.Add(1)
+	defer func() {
+		if t.inflight.Add(-1) == 0 && t.retired.Load() {
+			t.closeNow()
+		}
+	}()
+	return t.Invoker.Invoke(ctx, inv)
+}
+
+// Available reports the wrapped invoker's availability; a retired invoker
+// is not available.
+func (t *tracked) Available() bool {
+	return !t.retired.Load() && protocol.IsAvailable(t.Invoker)
+}
+
+// Unwrap returns the wrapped invoker.
+func (t *tracked) Unwrap() protocol.Invoker { return t.Invoker }
+
+// InFlight returns the number of calls running on the invoker.
+func (t *tracked) InFlight() int64 { return t.inflight.Load() }
+
+// retire closes t now when no call runs on it, else when the last one
+// ends or after drain, whichever comes first; onDone runs after closing.
+func (t *tracked) retire(drain time.Duration, onDone func()) {
+	t.mu.Lock()
+	t.onDone = onDone
+	t.mu.Unlock()
+	t.retired.Store(true)
+	if t.inflight.Load() == 0 {
+		t.closeNow()
+		return
+	}
+	t.mu.Lock()
+	t.timer = time.AfterFunc(drain, t.closeNow)
+	t.mu.Unlock()
+}
+
+// closeNow closes the wrapped invoker once.
+func (t *tracked) closeNow() {
+	t.once.Do(func() {
+		t.mu.Lock()
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+		onDone := t.onDone
+		t.mu.Unlock()
+		if c, ok := t.Invoker.(io.Closer); ok {
+			_ = c.Close()
+		}
+		close(t.closed)
+		if onDone != nil {
+			onDone()
+		}
+	})
+}

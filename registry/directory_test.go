@@ -1,0 +1,387 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/registry/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeInvoker answers with its address; while gate is set, calls wait on it.
+type fakeInvoker struct {
+	u         *protocol.URL
+	available atomic.Bool
+	closes    atomic.Int32
+	started   chan struct{}
+	gate      chan struct{}
+}
+
+func (f *fakeInvoker) URL() *protocol.URL { return f.u }
+func (f *fakeInvoker) Available() bool    { return f.available.Load() }
+func (f *fakeInvoker) Close() error       { f.closes.Add(1); return nil }
+func (f *fakeInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	if f.gate != nil {
+		f.started <- struct{}{}
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &protocol.Result{Value: f.u.Address()}, nil
+}
+
+// fakeProtocol refers fakeInvokers and remembers them.
+type fakeProtocol struct {
+	mu      sync.Mutex
+	refers  int
+	byAddr  map[string][]*fakeInvoker
+	failFor map[int]bool // ports whose Refer fails
+	gated   map[int]chan struct{}
+}
+
+func newFakeProtocol() *fakeProtocol {
+	return &fakeProtocol{byAddr: map[string][]*fakeInvoker{}, failFor: map[int]bool{}, gated: map[int]chan struct{}{}}
+}
+
+func (p *fakeProtocol) Export(protocol.Invoker) (protocol.Exporter, error) {
+	return nil, errors.New("not supported")
+}
+func (p *fakeProtocol) Close() error { return nil }
+func (p *fakeProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failFor[u.Port] {
+		return nil, fmt.Errorf("refer %s: refused", u.Address())
+	}
+	p.refers++
+	f := &fakeInvoker{u: u, started: make(chan struct{}, 16), gate: p.gated[u.Port]}
+	f.available.Store(true)
+	p.byAddr[u.Address()] = append(p.byAddr[u.Address()], f)
+	return f, nil
+}
+
+func (p *fakeProtocol) invoker(port int) *fakeInvoker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.byAddr[fmt.Sprintf("127.0.0.1:%d", port)]
+	if len(l) == 0 {
+		return nil
+	}
+	return l[len(l)-1]
+}
+
+func prov(port int, kv ...string) *protocol.URL {
+	p := map[string]string{protocol.KeyInterface: "demo.Greeter"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		p[kv[i]] = kv[i+1]
+	}
+	return protocol.NewURL("dubbo", "127.0.0.1", port, "demo.Greeter", p)
+}
+
+func cons(kv ...string) *protocol.URL {
+	p := map[string]string{protocol.KeyInterface: "demo.Greeter", protocol.KeySide: "consumer"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		p[kv[i]] = kv[i+1]
+	}
+	return protocol.NewURL("consumer", "127.0.0.1", 0, "demo.Greeter", p)
+}
+
+func newDir(t *testing.T, p protocol.Protocol, drain time.Duration, kv ...string) *registry.Directory {
+	t.Helper()
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(kv...), Protocol: p, DrainTimeout: drain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func ports(invs []protocol.Invoker) []int {
+	out := make([]int, len(invs))
+	for i, inv := range invs {
+		out[i] = inv.URL().Port
+	}
+	return out
+}
+
+func unwrap(inv protocol.Invoker) protocol.Invoker {
+	if u, ok := inv.(interface{ Unwrap() protocol.Invoker }); ok {
+		return u.Unwrap()
+	}
+	return inv
+}
+
+func TestDirectoryReusesKeptInvokers(t *testing.T) {
+	p := newFakeProtocol()
+	d := newDir(t, p, time.Second)
+	d.Notify([]*protocol.URL{prov(1), prov(2)})
+	l, _ := d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("list = %v", got)
+	}
+	a := unwrap(l[0])
+	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3)})
+	l, _ = d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("list = %v", got)
+	}
+	if unwrap(l[0]) != a {
+		t.Fatal("invoker of a kept provider was replaced")
+	}
+	if p.refers != 3 {
+		t.Fatalf("refers = %d, want 3", p.refers)
+	}
+	// A provider whose URL changed (weight) is a new invoker; the old one closes.
+	d.Notify([]*protocol.URL{prov(1, "weight", "50"), prov(2), prov(3)})
+	if p.refers != 4 || a.(*fakeInvoker).closes.Load() != 1 {
+		t.Fatalf("refers = %d closes = %d, want 4 and 1", p.refers, a.(*fakeInvoker).closes.Load())
+	}
+}
+
+func TestDirectoryFiltersVersionAndGroup(t *testing.T) {
+	p := newFakeProtocol()
+	d := newDir(t, p, time.Second, "version", "1.0", "group", "a,b")
+	d.Notify([]*protocol.URL{
+		prov(1, "version", "1.0", "group", "a"),
+		prov(2, "version", "1.0", "group", "b"),
+		prov(3, "version", "2.0", "group", "a"),
+		prov(4, "version", "1.0", "group", "c"),
+		prov(5, "version", "1.0"),
+		prov(6, "version", "1.0", "group", "a", "enabled", "false"),
+	})
+	l, _ := d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("list = %v, want [1 2]", got)
+	}
+}
+
+func TestDirectoryDrainsDepartedProvider(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	p := newFakeProtocol()
+	gate := make(chan struct{})
+	p.gated[1] = gate
+	d := newDir(t, p, time.Minute)
+	d.Notify([]*protocol.URL{prov(1), prov(2)})
+	l, _ := d.List(nil)
+	a := p.invoker(1)
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := l[0].Invoke(ctx, &protocol.Invocation{Method: "Hi"})
+			errc <- err
+		}()
+	}
+	<-a.started
+	<-a.started
+	changed := d.Changed()
+	d.Notify([]*protocol.URL{prov(2)})
+	<-changed
+	l2, _ := d.List(nil)
+	if got := ports(l2); fmt.Sprint(got) != "[2]" {
+		t.Fatalf("after removal list = %v, want [2]", got)
+	}
+	if n := a.closes.Load(); n != 0 {
+		t.Fatalf("departed invoker closed with 2 calls in flight (closes=%d)", n)
+	}
+	if d.Retiring() != 1 {
+		t.Fatalf("retiring = %d, want 1", d.Retiring())
+	}
+	close(gate)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatalf("in-flight call failed: %v", err)
+		}
+	}
+	if n := a.closes.Load(); n != 1 {
+		t.Fatalf("closes = %d after the calls finished, want 1", n)
+	}
+	if d.Retiring() != 0 {
+		t.Fatalf("retiring = %d, want 0", d.Retiring())
+	}
+}
+
+func TestDirectoryDrainTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	p := newFakeProtocol()
+	gate := make(chan struct{})
+	defer close(gate)
+	p.gated[1] = gate
+	d := newDir(t, p, 50*time.Millisecond)
+	d.Notify([]*protocol.URL{prov(1)})
+	l, _ := d.List(nil)
+	a := p.invoker(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l[0].Invoke(ctx, &protocol.Invocation{Method: "Hang"})
+	}()
+	<-a.started
+	d.Notify(nil)
+	// The stuck call does not keep the invoker open past the drain timeout.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for a.closes.Load() == 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("invoker not closed after the drain timeout")
+		}
+	}
+	cancel()
+	<-done
+	if n := a.closes.Load(); n != 1 {
+		t.Fatalf("closes = %d, want 1", n)
+	}
+}
+
+func TestDirectoryAvailability(t *testing.T) {
+	p := newFakeProtocol()
+	d := newDir(t, p, time.Second)
+	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3)})
+	all, _ := d.List(nil)
+	p.invoker(2).available.Store(false)
+	l, _ := d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[1 3]" {
+		t.Fatalf("list = %v, want [1 3]", got)
+	}
+	l2, _ := d.List(nil)
+	if &l2[0] != &l[0] {
+		t.Fatal("steady state returned a new slice")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = d.List(nil) }); n != 0 {
+		t.Fatalf("List allocates %v per call in a steady state", n)
+	}
+	p.invoker(1).available.Store(false)
+	p.invoker(3).available.Store(false)
+	l, _ = d.List(nil)
+	if len(l) != 3 || &l[0] != &all[0] {
+		t.Fatalf("all unavailable: list = %v, want all 3", ports(l))
+	}
+	p.invoker(2).available.Store(true)
+	l, _ = d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[2]" {
+		t.Fatalf("list = %v, want [2]", got)
+	}
+	if got := len(d.Invokers()); got != 3 {
+		t.Fatalf("Invokers = %d, want 3", got)
+	}
+}
+
+func TestDirectoryReferFailures(t *testing.T) {
+	p := newFakeProtocol()
+	p.failFor[9] = true
+	d := newDir(t, p, time.Second)
+	d.Notify([]*protocol.URL{prov(1), prov(9)})
+	l, _ := d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("list = %v, want [1]", got)
+	}
+	// A list of which nothing can be referred keeps the old invokers.
+	d.Notify([]*protocol.URL{prov(9)})
+	l, _ = d.List(nil)
+	if got := ports(l); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("list = %v, want [1] kept", got)
+	}
+	// An empty list empties the directory and closes the invokers.
+	d.Notify(nil)
+	if l, _ := d.List(nil); len(l) != 0 {
+		t.Fatalf("list = %v, want empty", ports(l))
+	}
+	if n := p.invoker(1).closes.Load(); n != 1 {
+		t.Fatalf("closes = %d, want 1", n)
+	}
+}
+
+func TestDirectoryCloseWaitsForCalls(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	p := newFakeProtocol()
+	gate := make(chan struct{})
+	p.gated[1] = gate
+	d := newDir(t, p, 5*time.Second)
+	d.Notify([]*protocol.URL{prov(1), prov(2)})
+	l, _ := d.List(nil)
+	a := p.invoker(1)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l[0].Invoke(ctx, &protocol.Invocation{Method: "Hi"})
+		errc <- err
+	}()
+	<-a.started
+	closed := make(chan struct{})
+	go func() {
+		d.Close()
+		close(closed)
+	}()
+	// Close retires the idle invoker at once; wait for that.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for p.invoker(2).closes.Load() == 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("idle invoker not closed")
+		}
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned with a call in flight")
+	default:
+	}
+	close(gate)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	<-closed
+	if a.closes.Load() != 1 || p.invoker(2).closes.Load() != 1 {
+		t.Fatalf("closes: %d %d, want 1 1", a.closes.Load(), p.invoker(2).closes.Load())
+	}
+	// Lists after Close are ignored.
+	d.Notify([]*protocol.URL{prov(3)})
+	if l, _ := d.List(nil); len(l) != 0 {
+		t.Fatal("list after Close")
+	}
+}
+
+func TestDirectoryOverMemoryRegistry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	reg := memory.New()
+	defer reg.Close()
+	p := newFakeProtocol()
+	d := newDir(t, p, time.Second)
+	if err := reg.Subscribe(cons(), d); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	changed := d.Changed()
+	if err := reg.Register(ctx, prov(7)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no change")
+	}
+	l, _ := d.List(nil)
+	res, err := l[0].Invoke(ctx, &protocol.Invocation{Method: "Hi"})
+	if err != nil || res.Value != "127.0.0.1:7" {
+		t.Fatalf("call: %v %v", res, err)
+	}
+}

@@ -1,0 +1,59 @@
+package zookeeper_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/minidubbo/minidubbo/registry/zookeeper"
+)
+
+func TestParseAddress(t *testing.T) {
+	for _, tc := range []struct {
+		in, servers, user, pass, err string
+	}{
+		{in: "zookeeper://127.0.0.1:2181", servers: "127.0.0.1:2181"},
+		{in: "zookeeper://h1:2181,h2:2182,h3:2183", servers: "h1:2181,h2:2182,h3:2183"},
+		{in: "h1,h2:3000", servers: "h1:2181,h2:3000"},
+		{in: "zk://u:p@h1:1?backup=h2:2,h3:3&session=4000", servers: "h1:1,h2:2,h3:3", user: "u", pass: "p"},
+		{in: "zookeeper://h1:2181/?root=x", servers: "h1:2181"},
+		{in: "etcd://h1:2379", err: "unknown scheme"},
+		{in: "zookeeper://", err: "names no server"},
+		{in: "zookeeper://h1:99999", err: "bad host"},
+		{in: "zookeeper://u@h1:1", err: "user:password"},
+	} {
+		a, err := zookeeper.ParseAddress(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseAddress(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseAddress(%q): %v", tc.in, err)
+			continue
+		}
+		if got := strings.Join(a.Servers, ","); got != tc.servers || a.Username != tc.user || a.Password != tc.pass {
+			t.Errorf("ParseAddress(%q) = %s %s:%s, want %s %s:%s", tc.in, got, a.Username, a.Password, tc.servers, tc.user, tc.pass)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		o    zookeeper.Options
+		err  string
+	}{
+		{"zookeeper://h:1", zookeeper.Options{Username: "u"}, "together"},
+		{"zookeeper://h:1", zookeeper.Options{Root: "a/b"}, "one path element"},
+		{"zookeeper://h:1?session=abc", zookeeper.Options{}, "session"},
+	} {
+		r, err := zookeeper.New(tc.addr, tc.o)
+		if err == nil {
+			r.Close()
+			t.Errorf("New(%q, %+v) succeeded, want %q", tc.addr, tc.o, tc.err)
+		} else if !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("New(%q) = %v, want %q", tc.addr, err, tc.err)
+		}
+	}
+}
