@@ -539,10 +539,13 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 				a.log.Warn("register consumer", zap.String("reference", id), zap.Error(err))
 			}
 		}
+		// Wait for the first provider list (from the registry, or from the
+		// cache when the registry is unreachable), so that the first call
+		// does not fail for want of a list that is on its way.
+		wctx, cancel := context.WithTimeout(ctx, a.referWait(rc.Registries))
+		err = ref.dir.WaitReady(wctx)
+		cancel()
 		if rc.Check {
-			wctx, cancel := context.WithTimeout(ctx, a.cfg.Registries[sortedKeys(a.cfg.Registries)[0]].Timeout)
-			err := ref.dir.WaitReady(wctx)
-			cancel()
 			if err == nil && len(ref.dir.Invokers()) == 0 {
 				err = fmt.Errorf("%w %s", cluster.ErrNoProvider, consumer.ServiceKey())
 			}
@@ -550,6 +553,8 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 				ref.close()
 				return fmt.Errorf("config: refer %s: check: %w", id, err)
 			}
+		} else if err != nil {
+			a.log.Warn("no provider list yet; calls fail until one arrives", zap.String("reference", id), zap.Error(err))
 		}
 	}
 	if err := proxy.Refer(stub, mi); err != nil {
@@ -558,6 +563,19 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 	}
 	a.refs = append(a.refs, ref)
 	return nil
+}
+
+// referWait is how long Refer waits for a first provider list: the
+// longest timeout of the reference's registries.
+func (a *Application) referWait(ids []string) time.Duration {
+	if len(ids) == 0 {
+		ids = sortedKeys(a.cfg.Registries)
+	}
+	var d time.Duration
+	for _, id := range ids {
+		d = max(d, a.cfg.Registries[id].Timeout)
+	}
+	return d
 }
 
 func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {

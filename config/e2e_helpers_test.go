@@ -1,0 +1,304 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// e2eTimeout bounds every end-to-end test.
+const e2eTimeout = 120 * time.Second
+
+const e2eInterface = "e2e.Named"
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// named is a provider that answers with its name.
+type named struct{ name string }
+
+func (n named) Who(_ context.Context, seq int64) (string, error) {
+	return fmt.Sprintf("%s:%d", n.name, seq), nil
+}
+
+type namedClient struct {
+	Who func(ctx context.Context, seq int64) (string, error)
+}
+
+func logger(t *testing.T) *zap.Logger {
+	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+}
+
+// registryConfig is a registry with short timeouts for a test server with
+// tickTime 500 ms, and its cache in dir.
+func registryConfig(address, dir string) config.RegistryConfig {
+	return config.RegistryConfig{
+		Address:        address,
+		SessionTimeout: 2 * time.Second,
+		Timeout:        5 * time.Second,
+		CacheFile:      filepath.Join(dir, "providers.cache"),
+	}
+}
+
+// startProvider exports a named provider against the registry at address
+// and returns its application and registered host:port.
+func startProvider(ctx context.Context, t *testing.T, address, name string) (*config.Application, string) {
+	t.Helper()
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "e2e-provider-" + name},
+		Registries:  map[string]config.RegistryConfig{"zk": registryConfig(address, t.TempDir())},
+		Services:    map[string]config.ServiceConfig{"named": {Interface: e2eInterface}},
+		Shutdown:    config.ShutdownConfig{Timeout: 10 * time.Second},
+	}, config.WithLogger(logger(t).Named(name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	u, err := app.Export(ctx, "named", named{name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app, u.Address()
+}
+
+// startConsumer refers the named service through the registry at address,
+// with its provider cache in cacheDir.
+func startConsumer(ctx context.Context, t *testing.T, address, cacheDir string) (*config.Application, *namedClient) {
+	t.Helper()
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "e2e-consumer"},
+		Registries:  map[string]config.RegistryConfig{"zk": registryConfig(address, cacheDir)},
+		References: map[string]config.ReferenceConfig{"named": {
+			Interface:   e2eInterface,
+			LoadBalance: "roundrobin",
+			Timeout:     2 * time.Second,
+		}},
+	}, config.WithLogger(logger(t).Named("consumer")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	var c namedClient
+	if err := app.Refer(ctx, "named", &c); err != nil {
+		t.Fatal(err)
+	}
+	return app, &c
+}
+
+// load calls the service from a few goroutines until stopped, counting
+// answers per provider and keeping the first errors.
+type load struct {
+	c       *namedClient
+	ok      atomic.Int64
+	failed  atomic.Int64
+	mu      sync.Mutex
+	by      map[string]int64
+	errs    []error
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// maxLoadCalls bounds the calls one load makes in all.
+const maxLoadCalls = 2_000_000
+
+func startLoad(ctx context.Context, c *namedClient, workers int) *load {
+	l := &load{c: c, by: map[string]int64{}, stop: make(chan struct{})}
+	var seq atomic.Int64
+	for range workers {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				n := seq.Add(1)
+				if n > maxLoadCalls {
+					return
+				}
+				reply, err := c.Who(ctx, n)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					l.failed.Add(1)
+					l.mu.Lock()
+					if len(l.errs) < 5 {
+						l.errs = append(l.errs, err)
+					}
+					l.mu.Unlock()
+					continue
+				}
+				l.ok.Add(1)
+				name, _, _ := strings.Cut(reply, ":")
+				l.mu.Lock()
+				l.by[name]++
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// finish stops the load and returns the per-provider counts.
+func (l *load) finish() map[string]int64 {
+	if !l.stopped {
+		l.stopped = true
+		close(l.stop)
+		l.wg.Wait()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps(l.by)
+}
+
+func maps(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// requireNoFailures fails the test when any call failed.
+func (l *load) requireNoFailures(t *testing.T) {
+	t.Helper()
+	by := l.finish()
+	t.Logf("calls: ok=%d failed=%d by provider %v", l.ok.Load(), l.failed.Load(), by)
+	if n := l.failed.Load(); n != 0 {
+		t.Fatalf("%d calls failed, first errors: %v", n, errors.Join(l.errs...))
+	}
+	if l.ok.Load() == 0 {
+		t.Fatal("no call succeeded")
+	}
+}
+
+// waitCalls waits until the load has made n more successful calls, so a
+// phase of a test is known to have carried traffic.
+func (l *load) waitCalls(ctx context.Context, t *testing.T, n int64) {
+	t.Helper()
+	target := l.ok.Load() + n
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for l.ok.Load() < target {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("load made %d calls (failed %d), want %d", l.ok.Load(), l.failed.Load(), target)
+		}
+	}
+}
+
+// waitServedBy waits until every name has answered at least once more
+// after this call.
+func (l *load) waitServedBy(ctx context.Context, t *testing.T, names ...string) {
+	t.Helper()
+	l.mu.Lock()
+	base := maps(l.by)
+	l.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		l.mu.Lock()
+		done := true
+		for _, n := range names {
+			if l.by[n] <= base[n] {
+				done = false
+			}
+		}
+		l.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("not every one of %v served (counts %v, before %v)", names, l.finish(), base)
+		}
+	}
+}
+
+// rawZK is a plain ZooKeeper client for looking at the tree.
+func rawZK(t *testing.T, servers ...string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+const providersPath = "/dubbo/" + e2eInterface + "/providers"
+
+// waitProviders waits until the providers node lists exactly the given
+// host:port addresses, and returns the child names.
+func waitProviders(ctx context.Context, t *testing.T, c *zk.Conn, addrs ...string) []string {
+	t.Helper()
+	slices.Sort(addrs)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var got []string
+	for {
+		kids, _, err := c.Children(providersPath)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			got = providerAddrs(kids)
+			if slices.Equal(got, addrs) {
+				return kids
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("providers in ZooKeeper: %v, want %v", got, addrs)
+		}
+	}
+}
+
+func providerAddrs(kids []string) []string {
+	var out []string
+	for _, k := range kids {
+		u, err := parseChild(k)
+		if err == nil {
+			out = append(out, u)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func parseChild(name string) (string, error) {
+	u, err := protocol.ParseURL(name)
+	if err != nil {
+		return "", err
+	}
+	return u.Address(), nil
+}

@@ -1,0 +1,219 @@
+package config_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/minidubbo/minidubbo/internal/zktest"
+)
+
+// A provider appears under /dubbo/{interface}/providers; a consumer sees a
+// new provider and a departed one; a graceful stop of one of two providers
+// under load fails no call and removes its node.
+func TestE2EProvidersComeAndGoUnderLoad(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := rawZK(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	waitProviders(ctx, t, raw, addrA)
+
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 4)
+	l.waitServedBy(ctx, t, "A")
+
+	appB, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB)
+	l.waitServedBy(ctx, t, "A", "B") // the consumer saw the new provider
+
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := appB.Shutdown(sctx); err != nil {
+		t.Fatalf("graceful shutdown: %v", err)
+	}
+	waitProviders(ctx, t, raw, addrA)
+	l.waitCalls(ctx, t, 200)
+	by := l.finish()
+	// After B left, only A answers.
+	before := by["B"]
+	l2 := startLoad(ctx, c, 2)
+	l2.waitCalls(ctx, t, 200)
+	if got := l2.finish()["B"]; got != 0 {
+		t.Fatalf("departed provider B answered %d calls", got)
+	}
+	l.requireNoFailures(t)
+	l2.requireNoFailures(t)
+	t.Logf("B answered %d calls before it left", before)
+}
+
+// ZooKeeper killed for 10 s under steady load: no call fails, and the same
+// providers are listed afterwards.
+func TestE2EZooKeeperDownUnderLoad(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := rawZK(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 4)
+	l.waitServedBy(ctx, t, "A", "B")
+
+	zkc.Servers[0].Kill()
+	outage := time.NewTimer(10 * time.Second)
+	l.waitServedBy(ctx, t, "A", "B") // calls go on while ZooKeeper is down
+	select {
+	case <-outage.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	l.waitServedBy(ctx, t, "A", "B")
+	zkc.Servers[0].Start()
+	waitProviders(ctx, t, raw, addrA, addrB)
+	l.waitServedBy(ctx, t, "A", "B")
+	l.requireNoFailures(t)
+}
+
+// ZooKeeper restarted with its data wiped: providers re-register, the
+// consumer keeps calling both, no call fails.
+func TestE2EZooKeeperDataWiped(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 4)
+	l.waitServedBy(ctx, t, "A", "B")
+
+	zkc.Servers[0].Kill()
+	zkc.Servers[0].WipeData()
+	zkc.Servers[0].Start()
+	raw := rawZK(t, zkc.Addrs()...)
+	waitProviders(ctx, t, raw, addrA, addrB)
+	l.waitServedBy(ctx, t, "A", "B")
+	// A third provider registered now reaches the consumer: its
+	// subscription works on the new server.
+	_, addrC := startProvider(ctx, t, zkc.Address(), "C")
+	waitProviders(ctx, t, raw, addrA, addrB, addrC)
+	l.waitServedBy(ctx, t, "A", "B", "C")
+	l.requireNoFailures(t)
+}
+
+// Sessions expired (clients cut off from ZooKeeper through a proxy for
+// longer than the session timeout): ephemeral nodes are re-created, the
+// watch is re-armed, no call fails.
+func TestE2ESessionExpiry(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	proxy := zktest.NewProxy(t, zkc.Servers[0].Addr)
+	via := "zookeeper://" + proxy.Addr
+	raw := rawZK(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, via, "A")
+	_, c := startConsumer(ctx, t, via, t.TempDir())
+	l := startLoad(ctx, c, 4)
+	l.waitServedBy(ctx, t, "A")
+	kids := waitProviders(ctx, t, raw, addrA)
+	_, st, err := raw.Exists(providersPath + "/" + kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldOwner := st.EphemeralOwner
+
+	proxy.Block()
+	waitProviders(ctx, t, raw) // the server expired the provider's session
+	l.waitServedBy(ctx, t, "A")
+	proxy.Unblock()
+
+	kids = waitProviders(ctx, t, raw, addrA)
+	_, st, err = raw.Exists(providersPath + "/" + kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EphemeralOwner == oldOwner {
+		t.Fatalf("node still owned by the expired session %x", oldOwner)
+	}
+	// The consumer's watch works again: a new provider reaches it.
+	_, addrB := startProvider(ctx, t, via, "B")
+	waitProviders(ctx, t, raw, addrA, addrB)
+	l.waitServedBy(ctx, t, "A", "B")
+	l.requireNoFailures(t)
+}
+
+// One of three ensemble members killed, the leader and then a follower: no
+// call fails and the registry keeps working.
+func TestE2EEnsembleMemberLoss(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.StartEnsemble(t, 3)
+	raw := rawZK(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 4)
+	l.waitServedBy(ctx, t, "A")
+
+	leader := zkc.Leader()
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	leader.Kill()
+	if _, err := zkc.WaitLeader(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB)
+	l.waitServedBy(ctx, t, "A", "B")
+	leader.Start()
+
+	follower := zkc.Follower()
+	if follower == nil {
+		t.Fatal("no follower")
+	}
+	follower.Kill()
+	_, addrC := startProvider(ctx, t, zkc.Address(), "C")
+	waitProviders(ctx, t, raw, addrA, addrB, addrC)
+	l.waitServedBy(ctx, t, "A", "B", "C")
+	l.requireNoFailures(t)
+}
+
+// A consumer started while ZooKeeper is down calls the providers it finds
+// in its disk cache.
+func TestE2EConsumerStartsWhileZooKeeperDown(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	_, _ = startProvider(ctx, t, zkc.Address(), "A")
+	_, _ = startProvider(ctx, t, zkc.Address(), "B")
+	cacheDir := t.TempDir()
+	first, c := startConsumer(ctx, t, zkc.Address(), cacheDir)
+	l := startLoad(ctx, c, 2)
+	l.waitServedBy(ctx, t, "A", "B")
+	l.requireNoFailures(t)
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	zkc.Servers[0].Kill()
+	_, c2 := startConsumer(ctx, t, zkc.Address(), cacheDir)
+	l2 := startLoad(ctx, c2, 2)
+	l2.waitServedBy(ctx, t, "A", "B")
+	l2.requireNoFailures(t)
+}
+
+// Malformed children under the providers node are ignored; the good
+// provider is still served.
+func TestE2EMalformedProviderNode(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := rawZK(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	waitProviders(ctx, t, raw, addrA)
+	for _, bad := range []string{"not-a-url", "dubbo%3A%2F%2F%3Abad-port%2Fx", "%ZZ"} {
+		if _, err := raw.Create(providersPath+"/"+bad, []byte{0xff, 0x00}, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", bad, err)
+		}
+	}
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 2)
+	l.waitServedBy(ctx, t, "A")
+	l.waitCalls(ctx, t, 100)
+	l.requireNoFailures(t)
+}
