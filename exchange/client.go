@@ -141,15 +141,16 @@ func (c *Client) Close() error {
 }
 
 // deadline returns how long a call may take: the sooner of ctx's deadline
-// and timeout (when positive); ok is false when there is neither.
-func deadline(ctx context.Context, timeout time.Duration) (d time.Duration, ok bool) {
+// and timeout (when positive); ok is false when there is neither, fromCtx
+// true when ctx's deadline is the sooner.
+func deadline(ctx context.Context, timeout time.Duration) (d time.Duration, ok, fromCtx bool) {
 	if dl, has := ctx.Deadline(); has {
 		d = time.Until(dl)
 		if timeout <= 0 || d < timeout {
-			return d, true
+			return d, true, true
 		}
 	}
-	return timeout, timeout > 0
+	return timeout, timeout > 0, false
 }
 
 // prepare checks that a request may be sent, fills in f's header and
@@ -203,10 +204,10 @@ func (c *Client) remove(id uint64) bool {
 // It returns the response frame, which the caller must Release; Body gives
 // its body. A non-OK status is returned as a *StatusError.
 func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) (*transport.Buffer, error) {
-	d, hasDeadline := deadline(ctx, timeout)
+	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
 		f.Release()
-		return nil, timeoutError(ctx)
+		return nil, timeoutError(fromCtx)
 	}
 	cl := calls.Get().(*call)
 	id, err := c.prepare(cl, ser, f)
@@ -227,7 +228,7 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	case <-cl.done:
 	case <-timerC:
 		if c.remove(id) {
-			cl.err = timeoutError(ctx)
+			cl.err = timeoutError(fromCtx)
 		} else {
 			<-cl.done
 		}
@@ -250,9 +251,13 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	return checkStatus(resp)
 }
 
-func timeoutError(ctx context.Context) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+var errCtxTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+
+// timeoutError is the error of a call whose deadline passed; it wraps
+// context.DeadlineExceeded too when the deadline was the context's.
+func timeoutError(fromCtx bool) error {
+	if fromCtx {
+		return errCtxTimeout
 	}
 	return ErrTimeout
 }
@@ -302,10 +307,10 @@ func (f *Future) Result() (*transport.Buffer, error) {
 func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) *Future {
 	cl := &call{done: make(chan struct{}), async: true}
 	fut := &Future{cl: cl}
-	d, hasDeadline := deadline(ctx, timeout)
+	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
 		f.Release()
-		cl.err = timeoutError(ctx)
+		cl.err = timeoutError(fromCtx)
 		close(cl.done)
 		return fut
 	}
@@ -318,7 +323,7 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		}
 	}
 	if hasDeadline {
-		cl.timer = time.AfterFunc(time.Hour, func() { end(timeoutError(ctx)) })
+		cl.timer = time.AfterFunc(time.Hour, func() { end(timeoutError(fromCtx)) })
 		cl.timer.Stop()
 	}
 	if ctx.Done() != nil {

@@ -1,0 +1,492 @@
+package exchange_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestHeaderRoundTrip(t *testing.T) {
+	for _, h := range []exchange.Header{
+		{Request: true, TwoWay: true, Serializer: 27, ID: 1, Length: 581},
+		{Request: true, Event: true, ID: 1<<64 - 1},
+		{Status: exchange.StatusServerBusy, Serializer: 16, ID: 42, Length: 1<<32 - 1},
+		{Event: true, Status: exchange.StatusOK},
+	} {
+		var b [exchange.HeaderSize]byte
+		h.Put(b[:])
+		require.Equal(t, []byte{0xda, 0xbb}, b[:2])
+		got, err := exchange.ParseHeader(b[:])
+		require.NoError(t, err)
+		require.Equal(t, h, got)
+	}
+	var b [exchange.HeaderSize]byte
+	(&exchange.Header{Request: true, TwoWay: true, Event: true, Serializer: 27}).Put(b[:])
+	require.Equal(t, byte(0x80|0x40|0x20|27), b[2])
+	_, err := exchange.ParseHeader(b[:15])
+	require.Error(t, err)
+	b[0] = 0xca
+	_, err = exchange.ParseHeader(b[:])
+	require.ErrorContains(t, err, "bad magic")
+}
+
+func TestStatusTable(t *testing.T) {
+	for _, c := range []struct {
+		s   exchange.Status
+		err error
+	}{
+		{exchange.StatusClientTimeout, exchange.ErrTimeout},
+		{exchange.StatusServerTimeout, exchange.ErrTimeout},
+		{exchange.StatusBadRequest, exchange.ErrBadRequest},
+		{exchange.StatusBadResponse, exchange.ErrBadResponse},
+		{exchange.StatusPayloadTooLarge, exchange.ErrPayloadTooLarge},
+		{exchange.StatusServiceNotFound, exchange.ErrServiceNotFound},
+		{exchange.StatusServiceError, exchange.ErrServerError},
+		{exchange.StatusServerError, exchange.ErrServerError},
+		{exchange.StatusClientError, exchange.ErrBadRequest},
+		{exchange.StatusServerBusy, exchange.ErrServerBusy},
+		{exchange.StatusReadOnly, exchange.ErrReadOnly},
+	} {
+		require.Equal(t, c.err, c.s.Err(), c.s.String())
+		se := &exchange.StatusError{Status: c.s, Message: "m"}
+		require.ErrorIs(t, se, c.err)
+		require.Equal(t, c.s, exchange.StatusOf(se))
+		require.NotContains(t, c.s.String(), "status(")
+	}
+	require.NoError(t, exchange.StatusOK.Err())
+	require.Equal(t, exchange.StatusOK, exchange.StatusOf(nil))
+	require.ErrorIs(t, exchange.Status(99).Err(), exchange.ErrBadResponse)
+	require.Equal(t, exchange.StatusServiceNotFound, exchange.StatusOf(fmt.Errorf("x: %w", exchange.ErrServiceNotFound)))
+	require.Equal(t, exchange.StatusServerError, exchange.StatusOf(errors.New("plain")))
+	require.Equal(t, "exchange: server busy", (&exchange.StatusError{Status: exchange.StatusServerBusy}).Error())
+}
+
+// echo answers with the request body; "block" waits on release; "panic"
+// panics; "big:N" answers N bytes.
+type echo struct {
+	release chan struct{}
+	started chan struct{}
+}
+
+func newEcho() *echo { return &echo{release: make(chan struct{}), started: make(chan struct{}, 100)} }
+
+func (e *echo) Handle(ctx context.Context, req *exchange.Request) (*transport.Buffer, error) {
+	body := string(req.Body)
+	switch {
+	case body == "block":
+		e.started <- struct{}{}
+		select {
+		case <-e.release:
+		case <-ctx.Done():
+		}
+	case body == "panic":
+		panic("boom")
+	case body == "notfound":
+		return nil, fmt.Errorf("%w: no such thing", exchange.ErrServiceNotFound)
+	case len(body) > 4 && body[:4] == "big:":
+		var n int
+		fmt.Sscanf(body[4:], "%d", &n)
+		f := exchange.NewFrame()
+		f.B = append(f.B, make([]byte, n)...)
+		return f, nil
+	}
+	f := exchange.NewFrame()
+	f.B = append(f.B, req.Body...)
+	return f, nil
+}
+
+func request(body string) *transport.Buffer {
+	f := exchange.NewFrame()
+	f.B = append(f.B, body...)
+	return f
+}
+
+// serve starts a server with h on a free port; it is closed at the end of the test.
+func serve(t testing.TB, h exchange.Handler, opts *exchange.Options) (*exchange.Server, string) {
+	s, err := exchange.NewServer(h, opts)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(l)
+	}()
+	t.Cleanup(func() {
+		s.Close()
+		<-done
+	})
+	return s, l.Addr().String()
+}
+
+func dial(t testing.TB, addr string, opts *exchange.Options) *exchange.Client {
+	c, err := exchange.Dial(testCtx(t), addr, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func call(ctx context.Context, c *exchange.Client, body string) (string, error) {
+	resp, err := c.Call(ctx, 0, 27, request(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Release()
+	h, err := exchange.ParseHeader(resp.B)
+	if err != nil {
+		return "", err
+	}
+	if h.Serializer != 27 || h.Request {
+		return "", fmt.Errorf("bad response header %+v", h)
+	}
+	return string(exchange.Body(resp)), nil
+}
+
+func TestCallAndGo(t *testing.T) {
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	got, err := call(ctx, c, "hello")
+	require.NoError(t, err)
+	require.Equal(t, "hello", got)
+
+	futs := make([]*exchange.Future, 50)
+	for i := range futs {
+		futs[i] = c.Go(ctx, time.Second, 27, request(fmt.Sprint(i)))
+	}
+	for i, f := range futs {
+		<-f.Done()
+		resp, err := f.Result()
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), string(exchange.Body(resp)))
+		resp.Release()
+	}
+	require.Zero(t, c.Pending())
+}
+
+func TestConcurrentCallsShareOneConnection(t *testing.T) {
+	ctx := testCtx(t)
+	s, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := range 100 {
+		wg.Go(func() {
+			for i := range 20 {
+				want := fmt.Sprintf("%d/%d", g, i)
+				got, err := call(ctx, c, want)
+				if err == nil && got != want {
+					err = fmt.Errorf("got %q, want %q", got, want)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Equal(t, 1, s.Conns())
+}
+
+func TestTimeoutAndLateResponse(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err := call(short, c, "block")
+	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Zero(t, c.Pending())
+
+	// The timeout argument alone bounds the call too.
+	_, err = c.Call(ctx, 20*time.Millisecond, 27, request("block"))
+	require.ErrorIs(t, err, exchange.ErrTimeout)
+
+	close(h.release)
+	require.Eventually(t, func() bool { return c.Late() == 2 }, 5*time.Second, time.Millisecond)
+	got, err := call(ctx, c, "after")
+	require.NoError(t, err)
+	require.Equal(t, "after", got)
+}
+
+func TestCancelledCall(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(cctx, c, "block")
+		errc <- err
+	}()
+	<-h.started
+	cancel()
+	err := <-errc
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, exchange.ErrTimeout)
+
+	fut := c.Go(cctx, 0, 27, request("x"))
+	_, err = fut.Result()
+	require.Error(t, err)
+	close(h.release)
+}
+
+func TestGoTimeout(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	fut := c.Go(ctx, 20*time.Millisecond, 27, request("block"))
+	_, err := fut.Result()
+	require.ErrorIs(t, err, exchange.ErrTimeout)
+	close(h.release)
+}
+
+func TestServerBusy(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	s, addr := serve(t, h, &exchange.Options{MaxConcurrent: 2})
+	c := dial(t, addr, nil)
+	results := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := call(ctx, c, "block")
+			results <- err
+		}()
+	}
+	<-h.started
+	<-h.started
+	_, err := call(ctx, c, "more")
+	require.ErrorIs(t, err, exchange.ErrServerBusy)
+	var se *exchange.StatusError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, exchange.StatusServerBusy, se.Status)
+	require.Equal(t, uint64(1), s.Busy())
+	close(h.release)
+	require.NoError(t, <-results)
+	require.NoError(t, <-results)
+	got, err := call(ctx, c, "again")
+	require.NoError(t, err)
+	require.Equal(t, "again", got)
+}
+
+func TestHandlerPanicAnswersThatCallerOnly(t *testing.T) {
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "panic")
+	require.ErrorIs(t, err, exchange.ErrServerError)
+	require.ErrorContains(t, err, "boom")
+	got, err := call(ctx, c, "fine")
+	require.NoError(t, err)
+	require.Equal(t, "fine", got)
+}
+
+func TestHandlerErrorStatus(t *testing.T) {
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "notfound")
+	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorContains(t, err, "no such thing")
+}
+
+func TestPayloadLimits(t *testing.T) {
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), &exchange.Options{MaxPayload: 1024})
+	c := dial(t, addr, &exchange.Options{MaxPayload: 1024})
+	_, err := call(ctx, c, string(make([]byte, 2000)))
+	require.ErrorIs(t, err, exchange.ErrPayloadTooLarge)
+	require.ErrorContains(t, err, "2000")
+	_, err = call(ctx, c, "big:5000")
+	require.ErrorIs(t, err, exchange.ErrPayloadTooLarge)
+	require.ErrorContains(t, err, "5000")
+	got, err := call(ctx, c, "big:1000")
+	require.NoError(t, err)
+	require.Len(t, got, 1000)
+}
+
+func TestClosedClientFailsAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, c, "block")
+		errc <- err
+	}()
+	<-h.started
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, <-errc, exchange.ErrClosed)
+	_, err := call(ctx, c, "x")
+	require.ErrorIs(t, err, exchange.ErrClosed)
+	_, err = c.Go(ctx, 0, 27, request("x")).Result()
+	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.False(t, c.Available())
+	require.NoError(t, c.Close())
+	close(h.release)
+}
+
+// TestDeadPeerDetected: a peer that accepts frames but never answers is
+// found dead by the heartbeat, and every pending call fails at once with
+// ErrConnLost (long before the calls' own deadline).
+func TestDeadPeerDetected(t *testing.T) {
+	ctx := testCtx(t)
+	x, y := net.Pipe()
+	defer y.Close()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := y.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	const hb = 50 * time.Millisecond
+	c := exchange.NewClient(x, &exchange.Options{Heartbeat: hb})
+	defer c.Close()
+	const n = 10
+	errs := make(chan error, n)
+	start := time.Now()
+	for range n {
+		go func() {
+			_, err := c.Call(ctx, 0, 27, request("x"))
+			errs <- err
+		}()
+	}
+	for range n {
+		err := <-errs
+		require.ErrorIs(t, err, exchange.ErrConnLost)
+		require.NotErrorIs(t, err, exchange.ErrTimeout)
+	}
+	t.Logf("dead peer detected after %v (heartbeat %v)", time.Since(start), hb)
+	require.False(t, c.Available())
+	_, err := call(ctx, c, "after")
+	require.ErrorIs(t, err, exchange.ErrClosed)
+}
+
+func TestHeartbeatKeepsIdleConnection(t *testing.T) {
+	ctx := testCtx(t)
+	opts := &exchange.Options{Heartbeat: 100 * time.Millisecond}
+	s, addr := serve(t, newEcho(), opts)
+	c := dial(t, addr, opts)
+	require.Eventually(t, func() bool { return s.Conns() == 1 }, 5*time.Second, time.Millisecond)
+	// Idle for several heartbeat intervals: neither side drops the connection.
+	require.Never(t, func() bool { return !c.Available() || s.Conns() != 1 }, 700*time.Millisecond, 10*time.Millisecond)
+	got, err := call(ctx, c, "alive")
+	require.NoError(t, err)
+	require.Equal(t, "alive", got)
+}
+
+func TestServerClosesSilentConnection(t *testing.T) {
+	s, addr := serve(t, newEcho(), &exchange.Options{Heartbeat: 20 * time.Millisecond})
+	raw, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer raw.Close()
+	require.Eventually(t, func() bool { return s.Conns() == 1 }, 5*time.Second, time.Millisecond)
+	// raw never sends anything, not even heartbeats.
+	require.Eventually(t, func() bool { return s.Conns() == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestShutdownAnnouncesReadOnly(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	s, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	inflight := make(chan error, 1)
+	go func() {
+		got, err := call(ctx, c, "block")
+		if err == nil && got != "block" {
+			err = fmt.Errorf("got %q", got)
+		}
+		inflight <- err
+	}()
+	<-h.started
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	require.Eventually(t, c.ReadOnly, 5*time.Second, time.Millisecond)
+	require.False(t, c.Available())
+	_, err := call(ctx, c, "new")
+	require.ErrorIs(t, err, exchange.ErrReadOnly)
+	// The call in progress finishes, then the server closes.
+	close(h.release)
+	require.NoError(t, <-inflight)
+	require.NoError(t, <-shut)
+	<-c.Done()
+}
+
+func TestShutdownDeadline(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	s, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	go func() { _, _ = call(ctx, c, "block") }()
+	<-h.started
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Shutdown(short), context.DeadlineExceeded)
+}
+
+func TestGarbageClosesThatConnectionOnly(t *testing.T) {
+	ctx := testCtx(t)
+	s, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	raw, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.Write([]byte("\x00\x01garbage garbage garbage"))
+	require.NoError(t, err)
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = raw.Read(make([]byte, 1))
+	require.Error(t, err, "the server closed the garbage connection")
+	got, err := call(ctx, c, "ok")
+	require.NoError(t, err)
+	require.Equal(t, "ok", got)
+	require.Eventually(t, func() bool { return s.Conns() == 1 }, 5*time.Second, time.Millisecond)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []exchange.Options{{MaxPayload: -1}, {Heartbeat: -1}, {MaxConcurrent: -1}} {
+		_, err := exchange.NewServer(newEcho(), &o)
+		require.Error(t, err)
+		_, err = exchange.Dial(testCtx(t), "127.0.0.1:1", &o)
+		require.Error(t, err)
+	}
+}
+
+func TestDialFailure(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	_, err = exchange.Dial(testCtx(t), addr, nil)
+	require.ErrorIs(t, err, exchange.ErrDial)
+}
