@@ -2,6 +2,7 @@ package zookeeper_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -206,3 +207,22 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+// routerRecorder also records router lists.
+type routerRecorder struct {
+	*recorder
+	routers chan []*protocol.URL
+}
+
+func (r *routerRecorder) NotifyRouters(rs []*protocol.URL) { r.routers <- rs }
+
+// fakeProtocol refers invokers that answer nothing; for directory tests.
+type fakeProtocol struct{}
+
+func (fakeProtocol) Export(protocol.Invoker) (protocol.Exporter, error) { return nil, errors.New("no") }
+func (fakeProtocol) Close() error                                       { return nil }
+func (fakeProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
+	return protocol.InvokerFunc{U: u, F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) {
+		return &protocol.Result{}, nil
+	}}, nil
+}

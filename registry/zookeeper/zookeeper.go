@@ -76,7 +76,7 @@ type Registry struct {
 	sessionID    int64
 	sessionStart time.Time // when the current session (id or conn) began
 	lostAt       time.Time // when the session was last lost (or start)
-	dialedOK     bool      // a TCP connect succeeded since lostAt
+	answeredAt   time.Time // first TCP connect since lostAt (zero: none)
 	regs         map[string]*reg
 	deletes      map[string]*pendingDelete
 	subs         map[*sub]struct{}
@@ -236,8 +236,8 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 			kick = true
 		}
 	case zk.StateConnected:
-		if !r.hasSession {
-			r.dialedOK = true
+		if !r.hasSession && r.answeredAt.IsZero() {
+			r.answeredAt = now
 		}
 	case zk.StateExpired:
 		r.log.Warn("zookeeper session expired", zap.Int64("session", r.sessionID))
@@ -246,7 +246,7 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		if r.hasSession {
 			r.hasSession = false
 			r.lostAt = now
-			r.dialedOK = false
+			r.answeredAt = time.Time{}
 		}
 	}
 	if kick {
@@ -313,21 +313,24 @@ func jitter(d time.Duration) time.Duration {
 	return d - d/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
 }
 
-// watchdog re-dials when servers accept connections but no session came
-// back for WatchdogTimeout: a server that lost its data refuses the old
-// session forever and go-zookeeper never gives up on it.
+// watchdog re-dials when servers have accepted connections for
+// WatchdogTimeout without giving a session back: a server that lost its
+// data refuses the old session forever and go-zookeeper never gives up on
+// it. A server that is simply down (connections refused) does not trigger
+// it, so the session survives outages.
 func (r *Registry) watchdog() {
 	r.mu.Lock()
-	if r.closed || r.hasSession || !r.dialedOK || time.Since(r.lostAt) < r.opts.WatchdogTimeout {
+	if r.closed || r.hasSession || r.answeredAt.IsZero() || time.Since(r.answeredAt) < r.opts.WatchdogTimeout {
 		r.mu.Unlock()
 		return
 	}
 	old := r.conn
 	r.log.Warn("zookeeper: no session although servers answer; dialling afresh",
-		zap.Duration("without_session", time.Since(r.lostAt)))
+		zap.Duration("without_session", time.Since(r.lostAt)),
+		zap.Duration("answering_for", time.Since(r.answeredAt)))
 	r.redials.Add(1)
 	r.lostAt = time.Now()
-	r.dialedOK = false
+	r.answeredAt = time.Time{}
 	r.sessionID = 0
 	r.dialLocked()
 	r.kickAllLocked()

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/minidubbo/minidubbo/internal/zktest"
+	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 )
@@ -214,6 +215,37 @@ func TestHealthy(t *testing.T) {
 		}
 	})
 
+	t.Run("Routers", func(t *testing.T) {
+		ctx := testCtx(t)
+		svc := iface(t)
+		r := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		rl := &routerRecorder{recorder: newRecorder(), routers: make(chan []*protocol.URL, 8)}
+		if err := r.Subscribe(consumer(svc), rl); err != nil {
+			t.Fatal(err)
+		}
+		next := func() []*protocol.URL {
+			select {
+			case l := <-rl.routers:
+				return l
+			case <-ctx.Done():
+				t.Fatal("no routers notification")
+				return nil
+			}
+		}
+		if l := next(); len(l) != 0 {
+			t.Fatalf("initial routers %v, want none", l)
+		}
+		rule := protocol.NewURL("condition", "0.0.0.0", 0, svc, map[string]string{"rule": "host = 1.2.3.4 => host = 5.6.7.8"})
+		rp := r.CategoryPath(svc, registry.CategoryRouters)
+		if _, err := raw.Create(rp+"/"+rule.Escaped(), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		l := next()
+		if len(l) != 1 || l[0].Param("rule", "") != "host = 1.2.3.4 => host = 5.6.7.8" {
+			t.Fatalf("routers %v", l)
+		}
+	})
+
 	t.Run("OperatorDeletedNodeRestored", func(t *testing.T) {
 		ctx := testCtx(t)
 		svc := iface(t)
@@ -250,13 +282,37 @@ func TestOutageKeepsLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitAddrs(ctx, t, addr(20101), addr(20102))
-	before := cons.Stats().SessionID
+	dir, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: consumer(svc), Protocol: fakeProtocol{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	if err := cons.Subscribe(consumer(svc), dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "directory filled", func() bool { l, _ := dir.List(nil); return len(l) == 2 })
+	before, provBefore := cons.Stats().SessionID, prov.Stats().SessionID
 
 	zkc.Servers[0].Kill()
 	waitFor(ctx, t, "disconnect", func() bool { return !cons.Stats().HasSession && !prov.Stats().HasSession })
-	// Stay down for more than the session timeout (2 s).
+	// Stay down for more than the session timeout (2 s), checking the
+	// directory keeps both providers all along.
 	down := time.NewTimer(4 * time.Second)
-	<-down.C
+	tick := time.NewTicker(20 * time.Millisecond)
+	checks := 0
+	for waiting := true; waiting; {
+		select {
+		case <-down.C:
+			waiting = false
+		case <-tick.C:
+			if l, _ := dir.List(nil); len(l) != 2 {
+				t.Fatalf("directory lists %d providers during the outage, want 2", len(l))
+			}
+			checks++
+		}
+	}
+	tick.Stop()
+	t.Logf("directory checked %d times during the outage", checks)
 	// A subscriber added during the outage is served from the cache.
 	rec2 := newRecorder()
 	if err := cons.Subscribe(consumer(svc), rec2); err != nil {
@@ -277,8 +333,15 @@ func TestOutageKeepsLists(t *testing.T) {
 	if n := rec.emptyAfterNonEmpty(); n != 0 {
 		t.Fatalf("%d empty lists delivered across the outage", n)
 	}
+	waitFor(ctx, t, "directory updated", func() bool { l, _ := dir.List(nil); return len(l) == 3 })
+	// An outage is not an expiry: the sessions survive, and the watchdog
+	// (3 s) did not re-dial although the server was down for 4 s.
 	if after := cons.Stats().SessionID; after != before {
-		t.Logf("session changed across the outage: %x -> %x", before, after)
+		t.Errorf("consumer session changed across the outage: %x -> %x", before, after)
+	}
+	if st := prov.Stats(); st.SessionID != provBefore || st.Redials != 0 || cons.Stats().Redials != 0 {
+		t.Errorf("provider session %x -> %x, redials %d/%d; want the same session and no redials",
+			provBefore, st.SessionID, st.Redials, cons.Stats().Redials)
 	}
 }
 
