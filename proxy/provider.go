@@ -105,7 +105,7 @@ func (p *Provider) Methods() []string { return p.table.Names() }
 
 // ArgTypes returns the parameter types of method, after the context, so the
 // protocol can decode arguments straight into them. service.EchoMethod takes
-// one argument of any type.
+// one argument of any type. The returned slice must not be modified.
 func (p *Provider) ArgTypes(method string) ([]reflect.Type, bool) {
 	if m, ok := p.table.Method(method); ok {
 		return m.ArgTypes, true
