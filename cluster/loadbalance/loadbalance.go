@@ -75,7 +75,7 @@ type Options struct {
 	HashAttachment string
 	// ProbeAfter is how long a provider may go without any finished call
 	// before shortestresponse forgets its response time and p2c probes it
-	// again (default 30s for shortestresponse, 5s for p2c).
+	// again (default 5s).
 	ProbeAfter time.Duration
 }
 

@@ -12,7 +12,9 @@ import (
 // no finished call within ProbeAfter (default 5s) and none in flight is
 // taken at once, once per period, so that a provider avoided for being
 // slow is measured again (a probe is not repeated after each normal
-// response). Weights include warm-up; a weight of 0 is never drawn unless
+// response). A provider with no measured latency yet loses against one
+// that has one, so a new provider gets its probe rather than a flood of
+// calls before its first answer. Weights include warm-up; a weight of 0 is never drawn unless
 // every weight is 0.
 type P2CBalancer struct {
 	now     func() time.Time
@@ -78,6 +80,15 @@ func (b *P2CBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation
 	}
 	if b.probe(s.entries[y].stat, nowMs) {
 		return invokers[y], nil
+	}
+	// a provider without a measured latency gets calls only through its
+	// probe, so a new provider is not flooded before its first answer
+	ux, uy := s.entries[x].stat.latencyNs() == 0, s.entries[y].stat.latencyNs() == 0
+	if ux != uy {
+		if ux {
+			return invokers[y], nil
+		}
+		return invokers[x], nil
 	}
 	warming := s.warming(nowMs)
 	lx := b.load(s, x, nowMs, warming)

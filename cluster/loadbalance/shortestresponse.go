@@ -9,9 +9,10 @@ import (
 // ShortestResponseBalancer picks the provider with the lowest estimate
 // recent response time × (calls in flight + 1), breaking ties by weighted
 // random. The recent response time is a moving average kept in Stats; a
-// provider with no finished call within ProbeAfter (default 30s) — new, or
+// provider with no finished call within ProbeAfter (default 5s) — new, or
 // long avoided — is estimated at the average of the others, so it gets its
-// share and its response time is learnt again.
+// share and its response time is learnt again, rather than being avoided
+// forever for one bad sample.
 type ShortestResponseBalancer struct {
 	now     func() time.Time
 	rnd     randSource
@@ -29,7 +30,7 @@ var (
 // (its own when nil).
 func NewShortestResponse(o Options) *ShortestResponseBalancer {
 	b := &ShortestResponseBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats,
-		staleMs: (30 * time.Second).Milliseconds()}
+		staleMs: (5 * time.Second).Milliseconds()}
 	if o.ProbeAfter > 0 {
 		b.staleMs = o.ProbeAfter.Milliseconds()
 	}
