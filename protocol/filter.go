@@ -38,6 +38,10 @@ func (c *filtered) Invoke(ctx context.Context, inv *Invocation) (*Result, error)
 	return c.f.Invoke(ctx, inv, c.next)
 }
 
+// Unwrap returns the next invoker of the chain, so that a protocol can find
+// optional interfaces (such as ArgTyper) of the invoker at its end.
+func (c *filtered) Unwrap() Invoker { return c.next }
+
 // Available reports whether the invoker at the end of the chain is available.
 func (c *filtered) Available() bool { return IsAvailable(c.next) }
 

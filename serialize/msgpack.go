@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -114,7 +115,32 @@ func (d *msgpackDecoder) Decode(v any) (err error) {
 
 func (d *msgpackDecoder) DecodeAny() (v any, err error) {
 	defer recoverDecode(&err)
-	return d.d.DecodeInterfaceLoose()
+	v, err = d.d.DecodeInterfaceLoose()
+	return signed(v), err
+}
+
+// signed turns the unsigned integers of v that fit in an int64 into int64,
+// so that a Go int reads back as int64 whichever msgpack code carried it.
+func signed(v any) any {
+	switch x := v.(type) {
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = signed(e)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = signed(e)
+		}
+	case map[any]any:
+		for k, e := range x {
+			x[k] = signed(e)
+		}
+	}
+	return v
 }
 
 func (d *msgpackDecoder) DecodeString() (string, error) { return d.d.DecodeString() }

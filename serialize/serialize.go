@@ -69,7 +69,8 @@ type Decoder interface {
 	// Decode reads the next value into v, a non-nil pointer.
 	Decode(v any) error
 	// DecodeAny reads the next value as plain Go values: nil, bool,
-	// int64, uint64, float64, string, []byte, []any, map[string]any.
+	// int64 (uint64 above math.MaxInt64), float64, string, []byte, []any,
+	// map[string]any. The json serializer gives numbers as float64.
 	DecodeAny() (any, error)
 	// DecodeString reads the next value as a string.
 	DecodeString() (string, error)

@@ -129,14 +129,14 @@ func TestMarshalUnmarshal(t *testing.T) {
 
 func TestMsgpackDecodeAnyIsLoose(t *testing.T) {
 	s := serialize.NewMsgpack()
-	b, err := s.Marshal([]any{int8(1), uint16(2), float32(1.5), map[string]any{"k": []any{true}}})
+	b, err := s.Marshal([]any{int8(1), uint16(2), float32(1.5), map[string]any{"k": []any{true, 5000}}, uint64(1 << 63), 1 << 40})
 	require.NoError(t, err)
 	dec, err := s.NewDecoder(b)
 	require.NoError(t, err)
 	defer dec.Release()
 	v, err := dec.DecodeAny()
 	require.NoError(t, err)
-	require.Equal(t, []any{int64(1), int64(2), float64(1.5), map[string]any{"k": []any{true}}}, v)
+	require.Equal(t, []any{int64(1), int64(2), float64(1.5), map[string]any{"k": []any{true, int64(5000)}}, uint64(1 << 63), int64(1 << 40)}, v)
 }
 
 func TestCheckMsgpackAcceptsValid(t *testing.T) {

@@ -36,13 +36,14 @@ type request struct {
 	argc                            int64
 }
 
-// encodeRequest appends the body of inv to f.
-func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, iface string, timeout int64, atts map[string]string) error {
-	svc := inv.Service
+// encodeRequest writes the body of inv. An invocation without a service
+// is for the referred URL's service, version and group (u).
+func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.URL, timeout int64, atts map[string]string) error {
+	svc, version, group := inv.Service, inv.Version, inv.Group
 	if svc == "" {
-		svc = iface
+		svc, version, group = u.Interface(), u.Version(), u.Group()
 	}
-	for _, s := range [...]string{svc, inv.Version, inv.Group, inv.Method} {
+	for _, s := range [...]string{svc, version, group, inv.Method} {
 		if err := enc.EncodeString(s); err != nil {
 			return err
 		}

@@ -213,7 +213,6 @@ func (c *lazyConn) close() {
 type invoker struct {
 	p        *Protocol
 	url      *protocol.URL
-	iface    string
 	ser      serialize.Serializer
 	timeout  time.Duration
 	timeouts map[string]time.Duration // per method, from "{method}.timeout"
@@ -237,7 +236,7 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), err)
 	}
-	inv := &invoker{p: p, url: u, iface: u.Interface(), ser: ser, timeout: u.Timeout()}
+	inv := &invoker{p: p, url: u, ser: ser, timeout: u.Timeout()}
 	for k, v := range u.Params() {
 		m, ok := strings.CutSuffix(k, "."+protocol.KeyTimeout)
 		if !ok || m == "" {
@@ -329,7 +328,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	}
 	f := exchange.NewFrame()
 	enc := r.ser.NewEncoder(f)
-	err = encodeRequest(enc, inv, r.iface, millis, atts)
+	err = encodeRequest(enc, inv, r.url, millis, atts)
 	enc.Release()
 	if err != nil {
 		f.Release()

@@ -188,8 +188,10 @@ func (p *Protocol) take() ([]*server, []*pool) {
 	defer p.mu.Unlock()
 	p.closed = true
 	servers := make([]*server, 0, len(p.servers))
-	for _, s := range p.servers {
-		servers = append(servers, s)
+	for k, s := range p.servers {
+		if s.keys[0] == k {
+			servers = append(servers, s)
+		}
 	}
 	pools := make([]*pool, 0, len(p.pools))
 	for _, pl := range p.pools {

@@ -86,10 +86,7 @@ func (g *greeter) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		if g.started != nil {
 			g.started <- struct{}{}
 		}
-		select {
-		case <-g.release:
-		case <-ctx.Done():
-		}
+		<-g.release // ignores ctx: the consumer's timeout must fire first
 		return &protocol.Result{Value: "released"}, nil
 	case "Deadline":
 		dl, ok := ctx.Deadline()
@@ -112,6 +109,8 @@ func providerURL(iface string, params ...string) *protocol.URL {
 }
 
 // newProtocol returns a Protocol closed at the end of the test.
+type dubboOptions = dubbo.Options
+
 func newProtocol(t testing.TB, opts *dubbo.Options) *dubbo.Protocol {
 	p, err := dubbo.New(opts)
 	require.NoError(t, err)

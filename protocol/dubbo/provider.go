@@ -33,8 +33,8 @@ type exported struct {
 // server serves the services exported on one port.
 type server struct {
 	p    *Protocol
-	key  string // the requested host:port
-	port int    // the real port
+	keys []string // the requested host:port, and the real one
+	port int      // the real port
 	es   *exchange.Server
 	done chan struct{} // closed when Serve returns
 
@@ -64,7 +64,11 @@ func (p *Protocol) listen(host string, port int) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: export: %w", err)
 	}
-	s := &server{p: p, key: addr, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	s := &server{p: p, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	s.keys = []string{addr}
+	if real := net.JoinHostPort(host, strconv.Itoa(s.port)); real != addr {
+		s.keys = append(s.keys, real)
+	}
 	s.services.Store(&map[string]*exported{})
 	s.es, err = exchange.NewServer(s, &exchange.Options{
 		MaxPayload:    p.opts.MaxPayload,
@@ -238,7 +242,9 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 		return nil, err
 	}
 	if fresh {
-		p.servers[reqAddr] = s
+		for _, k := range s.keys {
+			p.servers[k] = s
+		}
 	}
 	real := protocol.NewURL(u.Protocol, u.Host, s.port, u.Path, u.Params())
 	return &Exporter{url: real, inv: urlInvoker{Invoker: inv, u: real}, p: p, s: s, key: key}, nil
@@ -247,9 +253,11 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 func (p *Protocol) unexport(e *Exporter) error {
 	p.mu.Lock()
 	left := e.s.remove(e.key)
-	last := left == 0 && p.servers[e.s.key] == e.s
+	last := left == 0 && p.servers[e.s.keys[0]] == e.s
 	if last {
-		delete(p.servers, e.s.key)
+		for _, k := range e.s.keys {
+			delete(p.servers, k)
+		}
 	}
 	p.mu.Unlock()
 	if last {
