@@ -86,6 +86,18 @@ func sameListener(a, b registry.Listener) (same bool) {
 	return a == b
 }
 
+// awaitFirstSession waits at most Options.RegisterWait for the registry's
+// first session, or until s stops.
+func (r *Registry) awaitFirstSession(s *sub) {
+	t := time.NewTimer(r.opts.RegisterWait)
+	defer t.Stop()
+	select {
+	case <-s.kick: // a session came; the watch loop below lists at once
+	case <-t.C:
+	case <-s.done:
+	}
+}
+
 // watchProviders keeps s's listener up to date with the providers node.
 func (r *Registry) watchProviders(s *sub) {
 	p := r.CategoryPath(s.consumer.Interface(), registry.CategoryProviders)
@@ -96,6 +108,12 @@ func (r *Registry) watchProviders(s *sub) {
 	notify := func(urls []*protocol.URL) {
 		last, delivered = urls, true
 		s.l.Notify(urls)
+	}
+	if _, _, _, up := r.ready(); !up && r.sessions.Load() == 0 {
+		// A registry that was just created is still connecting: a session
+		// usually comes within milliseconds, and its list beats a cached
+		// one that may name providers long gone.
+		r.awaitFirstSession(s)
 	}
 	if _, _, _, up := r.ready(); !up {
 		if urls, ok := r.cache.Load(s.key); ok {
