@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minidubbo/minidubbo/proxy"
 )
@@ -36,7 +37,10 @@ type echoClient struct {
 // through net/rpc (gob), at 1 and about 100 concurrent callers. allocs/op
 // counts both sides, since both run in this process.
 func BenchmarkLoopback(b *testing.B) {
-	ctx := context.Background()
+	// A deadline far away, so a machine busy with other work does not turn
+	// a slow call into a failure at the default 1 s timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	b.Run("minidubbo", func(b *testing.B) {
 		var c echoClient
 		if err := proxy.Refer(&c, loopback(b, echoService{}, nil)); err != nil {
