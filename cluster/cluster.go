@@ -75,8 +75,10 @@ type Options struct {
 	Routers []Router
 	// Logger receives failsafe and failback reports (default zap.NewNop()).
 	Logger *zap.Logger
-	// URL is returned by the invoker's URL method (the consumer URL); nil
-	// gives consumer://<service>.
+	// URL is returned by the invoker's URL method: the reference's URL.
+	// proxy.Refer reads the interface, version and group of the calls it
+	// builds from it, so set it when a stub is made over the invoker. Nil
+	// gives an empty consumer:// URL.
 	URL *protocol.URL
 	// FailbackRetries is how many times failback retries a failed call in
 	// the background (default 3).

@@ -191,3 +191,42 @@ func TestLoopbackLeastActiveAvoidsBusyProvider(t *testing.T) {
 	close(held.hold)
 	wg.Wait()
 }
+
+func TestLoopbackFailfastFailsafeFailback(t *testing.T) {
+	nodes := startNodes(t, "p1", "p2")
+	dir := refer(t, nodes)
+	ctx := loopCtx(t)
+	for _, s := range []string{cluster.Failfast, cluster.Failsafe, cluster.Failback} {
+		c, err := cluster.New(dir, cluster.Options{Strategy: s})
+		require.NoError(t, err)
+		_, err = callName(ctx, c, "Fail")
+		var be *service.Error
+		require.ErrorAs(t, err, &be, "%s returns the business error", s)
+		require.NoError(t, c.Close())
+	}
+	assert.Equal(t, int64(3), nodes[0].calls.Load()+nodes[1].calls.Load(), "one call each, never retried")
+
+	// failback: p1 is gone before the first call; the background retry lands on p2
+	require.NoError(t, nodes[0].proto.Close())
+	c, err := cluster.New(dir, cluster.Options{Strategy: cluster.Failback, LoadBalance: loadbalance.RoundRobin,
+		FailbackBackoff: time.Millisecond})
+	require.NoError(t, err)
+	defer c.Close()
+	before := nodes[1].calls.Load()
+	reply, err := callName(ctx, c, "Name")
+	require.NoError(t, err)
+	if reply == "" { // the call hit p1 and was queued
+		require.Eventually(t, func() bool { return nodes[1].calls.Load() == before+1 }, 10*time.Second, time.Millisecond)
+	} else {
+		assert.Equal(t, "p2", reply, "p1 was skipped as unavailable")
+	}
+
+	// failsafe: with every provider gone the caller gets the zero value
+	require.NoError(t, nodes[1].proto.Close())
+	fs, err := cluster.New(dir, cluster.Options{Strategy: cluster.Failsafe})
+	require.NoError(t, err)
+	defer fs.Close()
+	reply, err = callName(ctx, fs, "Name")
+	require.NoError(t, err)
+	assert.Equal(t, "", reply)
+}

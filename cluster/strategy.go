@@ -81,15 +81,16 @@ func failfast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*proto
 }
 
 // failsafe makes one attempt; a failure is logged and the caller gets an
-// empty result (the zero value) and no error.
+// empty result (the zero value) and no error. A business error is the
+// service's answer, not a failure: it is returned as it is.
 func failsafe(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
 	res, err := failfast(ctx, c, inv)
-	if err != nil {
+	if err != nil && !isBusiness(err) {
 		c.log.Warn("failsafe: call failed, returning an empty result", zap.String("service", serviceOf(inv)),
 			zap.String("method", inv.Method), zap.Error(err))
 		return &protocol.Result{}, nil
 	}
-	return res, nil
+	return res, err
 }
 
 // broadcast calls every provider, one after the other, and fails if any
@@ -205,7 +206,8 @@ func (f *forking) Close() error {
 }
 
 // failback makes one attempt; on failure the caller gets an empty result
-// and no error, and the call is retried in the background, up to
+// and no error, and the call is retried in the background (a business
+// error is the service's answer and is returned, not retried), up to
 // FailbackRetries times on another provider when possible, after
 // FailbackBackoff, doubling each time. At most FailbackQueue calls wait;
 // a failure that finds the queue full (or the invoker closed) is returned
@@ -265,6 +267,9 @@ func (f *failback) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocat
 		var res *protocol.Result
 		if res, err = c.Call(ctx, p, inv); err == nil {
 			return res, nil
+		}
+		if isBusiness(err) {
+			return nil, err
 		}
 		err = wrap(Failback, inv, p, err)
 	}
@@ -348,7 +353,7 @@ func (f *failback) retry(t *task) {
 		p, err = t.c.Select(invokers, t.inv, tried)
 	}
 	if err == nil {
-		if _, err = t.c.Call(ctx, p, t.inv); err == nil {
+		if _, err = t.c.Call(ctx, p, t.inv); err == nil || isBusiness(err) {
 			f.log.Info("background retry succeeded", zap.String("service", serviceOf(t.inv)),
 				zap.String("method", t.inv.Method), zap.Int("retry", t.attempt))
 			return

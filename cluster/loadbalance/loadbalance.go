@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +98,57 @@ func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
 
 // WithStats sets the statistics a balancer reads.
 func WithStats(s *Stats) Option { return func(o *Options) { o.Stats = s } }
+
+// WithVirtualNodes sets the ring points per provider of consistenthash.
+func WithVirtualNodes(n int) Option { return func(o *Options) { o.VirtualNodes = n } }
+
+// WithHashArguments sets the argument indexes of the consistenthash key.
+func WithHashArguments(idx ...int) Option {
+	return func(o *Options) { o.HashArguments = slices.Clone(idx) }
+}
+
+// WithHashAttachment makes consistenthash key on an attachment when the
+// call carries it (for example the caller's address).
+func WithHashAttachment(key string) Option { return func(o *Options) { o.HashAttachment = key } }
+
+// WithProbeAfter sets Options.ProbeAfter.
+func WithProbeAfter(d time.Duration) Option { return func(o *Options) { o.ProbeAfter = d } }
+
+// URL parameters read by OptionsFromURL, as Dubbo names them.
+const (
+	KeyHashNodes      = "hash.nodes"
+	KeyHashArguments  = "hash.arguments"
+	KeyHashAttachment = "hash.attachment"
+)
+
+// OptionsFromURL reads the balancer settings a reference URL may carry:
+// hash.nodes (an integer), hash.arguments (comma-separated indexes) and
+// hash.attachment. An error names the key and value that are wrong.
+func OptionsFromURL(u *protocol.URL) ([]Option, error) {
+	var opts []Option
+	if n, err := u.IntParam(KeyHashNodes, 0); err != nil {
+		return nil, fmt.Errorf("loadbalance: %w", err)
+	} else if n < 0 {
+		return nil, fmt.Errorf("loadbalance: url parameter %s=%d must not be negative", KeyHashNodes, n)
+	} else if n > 0 {
+		opts = append(opts, WithVirtualNodes(int(n)))
+	}
+	if v := u.Param(KeyHashArguments, ""); v != "" {
+		var idx []int
+		for part := range strings.SplitSeq(v, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || i < 0 {
+				return nil, fmt.Errorf("loadbalance: url parameter %s=%q: want comma-separated argument indexes", KeyHashArguments, v)
+			}
+			idx = append(idx, i)
+		}
+		opts = append(opts, WithHashArguments(idx...))
+	}
+	if v := u.Param(KeyHashAttachment, ""); v != "" {
+		opts = append(opts, WithHashAttachment(v))
+	}
+	return opts, nil
+}
 
 // Factory builds a new, independent balancer. Each cluster invoker owns
 // its balancer, so state such as round-robin positions is never shared

@@ -603,3 +603,20 @@ func TestErrNoInvokersIsSentinel(t *testing.T) {
 	_, err := NewRandom(Options{}).Select([]protocol.Invoker{}, call("m"))
 	assert.True(t, errors.Is(err, ErrNoInvokers))
 }
+
+func TestOptionsFromURL(t *testing.T) {
+	u := protocol.NewURL("consumer", "h", 0, "s", map[string]string{
+		KeyHashNodes: "320", KeyHashArguments: "1, 2", KeyHashAttachment: "client.address"})
+	opts, err := OptionsFromURL(u)
+	require.NoError(t, err)
+	lb, err := Builtin().New(ConsistentHash, opts...)
+	require.NoError(t, err)
+	ch := lb.(*ConsistentHashBalancer)
+	assert.Equal(t, 320, ch.vnodes)
+	assert.Equal(t, []int{1, 2}, ch.args)
+	assert.Equal(t, "client.address", ch.attachment)
+	for k, v := range map[string]string{KeyHashNodes: "many", KeyHashArguments: "a,b"} {
+		_, err := OptionsFromURL(protocol.NewURL("consumer", "h", 0, "s", map[string]string{k: v}))
+		assert.ErrorContains(t, err, k, v)
+	}
+}
