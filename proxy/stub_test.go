@@ -350,3 +350,24 @@ func TestGenericOverFake(t *testing.T) {
 	_, err = g.Invoke(ctx, "X", nil)
 	assert.Same(t, boom, err)
 }
+
+// TestStubAllocs guards the consumer stub's allocation budget: one frame
+// for invocation, arguments and reply, plus what reflect.MakeFunc needs to
+// pass a context and a string in (3), plus the fake's own Result.
+func TestStubAllocs(t *testing.T) {
+	var inv protocol.Invoker = protocol.InvokerFunc{U: testURL(), F: func(_ context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+		*inv.Reply.(*string) = "ok"
+		return &protocol.Result{Value: inv.Reply}, nil
+	}}
+	var c struct {
+		Echo func(context.Context, string) (string, error)
+	}
+	require.NoError(t, proxy.Refer(&c, inv))
+	ctx := testCtx(t)
+	allocs := testing.AllocsPerRun(200, func() {
+		if s, err := c.Echo(ctx, "hello"); err != nil || s != "ok" {
+			t.Fatal(s, err)
+		}
+	})
+	assert.LessOrEqual(t, allocs, 5.0, "allocations per stub call, fake invoker included")
+}
