@@ -1,0 +1,207 @@
+// Command consumer calls the hello example's Greeter through ZooKeeper with
+// a chosen load balancer and fault-tolerance strategy, and prints a summary:
+// calls, errors by kind, calls per provider and latency percentiles. With
+// -json it prints exactly one JSON object on stdout. It exits with status 0
+// only when no call failed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/examples/hello/greeter"
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+// Summary is what the consumer prints.
+type Summary struct {
+	Calls        int64            `json:"calls"`
+	OK           int64            `json:"ok"`
+	Errors       int64            `json:"errors"`
+	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+	ByProvider   map[string]int64 `json:"by_provider"`
+	P50          float64          `json:"p50_ms"`
+	P99          float64          `json:"p99_ms"`
+}
+
+// maxSamples bounds the latencies kept for percentiles.
+const maxSamples = 1 << 20
+
+func main() {
+	code, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "consumer:", err)
+		os.Exit(2)
+	}
+	os.Exit(code)
+}
+
+func run() (int, error) {
+	reg := flag.String("registry", "zookeeper://127.0.0.1:2181", "registry address")
+	lb := flag.String("loadbalance", "random", "load balancer: random, roundrobin, leastactive, consistenthash, shortestresponse, p2c")
+	cl := flag.String("cluster", "failover", "fault tolerance: failover, failfast, failsafe, failback, forking, broadcast")
+	retries := flag.Int("retries", 2, "failover retries")
+	calls := flag.Int64("calls", 0, "number of calls (default 1000 when -duration is not set)")
+	duration := flag.Duration("duration", 0, "call for this long instead of -calls")
+	concurrency := flag.Int("concurrency", 4, "concurrent callers")
+	timeout := flag.Duration("timeout", time.Second, "timeout per call")
+	asJSON := flag.Bool("json", false, "print one JSON object")
+	verbose := flag.Bool("v", false, "log registry and connection events to stderr")
+	flag.Parse()
+	if *calls < 0 || *duration < 0 || *concurrency < 1 {
+		return 2, errors.New("-calls and -duration must not be negative, -concurrency must be at least 1")
+	}
+	if *calls == 0 && *duration == 0 {
+		*calls = 1000
+	}
+
+	log := zap.NewNop()
+	if *verbose {
+		log, _ = zap.NewDevelopment()
+	}
+	r := *retries
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "hello-consumer"},
+		Registries:  map[string]config.RegistryConfig{"default": {Address: *reg}},
+		References: map[string]config.ReferenceConfig{"greeter": {
+			Interface: greeter.Interface, LoadBalance: *lb, Cluster: *cl, Retries: &r, Timeout: *timeout,
+		}},
+	}, config.WithLogger(log))
+	if err != nil {
+		return 2, err
+	}
+	defer app.Shutdown(context.Background())
+	ctx := context.Background()
+	var g greeter.Client
+	if err := app.Refer(ctx, "greeter", &g); err != nil {
+		return 2, err
+	}
+
+	var (
+		seq      atomic.Int64
+		mu       sync.Mutex
+		byProv   = map[string]int64{}
+		byKind   = map[string]int64{}
+		samples  []time.Duration
+		okCount  atomic.Int64
+		errCount atomic.Int64
+		wg       sync.WaitGroup
+	)
+	deadline := time.Time{}
+	if *duration > 0 {
+		deadline = time.Now().Add(*duration)
+	}
+	for range *concurrency {
+		wg.Go(func() {
+			for {
+				n := seq.Add(1)
+				if *calls > 0 && n > *calls {
+					return
+				}
+				if !deadline.IsZero() && time.Now().After(deadline) {
+					return
+				}
+				start := time.Now()
+				reply, err := g.SayHello(ctx, fmt.Sprintf("call %d", n))
+				el := time.Since(start)
+				mu.Lock()
+				if len(samples) < maxSamples {
+					samples = append(samples, el)
+				}
+				if err != nil {
+					byKind[kindOf(err)]++
+				} else if reply != nil {
+					byProv[reply.Addr]++
+				}
+				mu.Unlock()
+				if err != nil {
+					errCount.Add(1)
+				} else {
+					okCount.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s := Summary{
+		OK: okCount.Load(), Errors: errCount.Load(),
+		ErrorsByKind: byKind, ByProvider: byProv,
+		P50: percentile(samples, 0.50), P99: percentile(samples, 0.99),
+	}
+	s.Calls = s.OK + s.Errors
+	if *asJSON {
+		if err := json.NewEncoder(os.Stdout).Encode(s); err != nil {
+			return 2, err
+		}
+	} else {
+		printSummary(s, *lb, *cl)
+		fmt.Println("consumer-side monitor:")
+		for _, st := range app.Monitor().Snapshot() {
+			fmt.Println("  " + st.String())
+		}
+	}
+	if s.Errors != 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func printSummary(s Summary, lb, cl string) {
+	fmt.Printf("%d calls (%s, %s): %d ok, %d errors; p50 %.2f ms, p99 %.2f ms\n", s.Calls, lb, cl, s.OK, s.Errors, s.P50, s.P99)
+	addrs := make([]string, 0, len(s.ByProvider))
+	for a := range s.ByProvider {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		fmt.Printf("  %-22s %7d calls  %5.1f%%\n", a, s.ByProvider[a], 100*float64(s.ByProvider[a])/float64(max(s.OK, 1)))
+	}
+	for k, n := range s.ErrorsByKind {
+		fmt.Printf("  error %-16s %7d\n", k, n)
+	}
+}
+
+// kindOf names the class of a failed call for errors_by_kind.
+func kindOf(err error) string {
+	var se *service.Error
+	switch {
+	case errors.As(err, &se):
+		return "business"
+	case errors.Is(err, cluster.ErrNoProvider):
+		return "no_provider"
+	case errors.Is(err, exchange.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, exchange.ErrServerBusy):
+		return "server_busy"
+	case errors.Is(err, exchange.ErrConnLost), errors.Is(err, exchange.ErrClosed), errors.Is(err, exchange.ErrDial):
+		return "connection"
+	case errors.Is(err, exchange.ErrReadOnly):
+		return "provider_closing"
+	}
+	return "other: " + strings.SplitN(err.Error(), ":", 2)[0]
+}
+
+func percentile(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p)
+	return float64(s[i].Microseconds()) / 1000
+}

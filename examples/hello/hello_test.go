@@ -1,0 +1,126 @@
+package hello_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/minidubbo/minidubbo/internal/zktest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type summary struct {
+	Calls        int64            `json:"calls"`
+	OK           int64            `json:"ok"`
+	Errors       int64            `json:"errors"`
+	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+	ByProvider   map[string]int64 `json:"by_provider"`
+	P50          float64          `json:"p50_ms"`
+	P99          float64          `json:"p99_ms"`
+}
+
+var servingLine = regexp.MustCompile(`^serving (\S+) at (\S+) \(weight (\d+)\)$`)
+
+// TestHelloAgainstZooKeeper runs three providers of weights 1, 2 and 3
+// and the consumer as real processes against a real ZooKeeper: round robin
+// splits 600 calls exactly 100/200/300; after one provider is stopped
+// gracefully, the others take every call.
+func TestHelloAgainstZooKeeper(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	zkc := zktest.Start(t)
+	dir := t.TempDir()
+	for _, prog := range []string{"provider", "consumer"} {
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", prog, out)
+	}
+	type proc struct {
+		cmd   *exec.Cmd
+		addr  string
+		lines *bufio.Scanner
+	}
+	var provs []*proc
+	for i, w := range []string{"1", "2", "3"} {
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-registry", zkc.Address(), "-weight", w, "-name", "p"+w)
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		p := &proc{cmd: cmd, lines: bufio.NewScanner(stdout)}
+		t.Cleanup(func() {
+			if p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Kill()
+				_ = p.cmd.Wait()
+			}
+		})
+		require.True(t, p.lines.Scan(), "provider %d printed nothing", i)
+		m := servingLine.FindStringSubmatch(p.lines.Text())
+		require.NotNil(t, m, "provider printed %q", p.lines.Text())
+		p.addr = m[2]
+		provs = append(provs, p)
+	}
+
+	consume := func(args ...string) (summary, int) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), append([]string{"-registry", zkc.Address(), "-json"}, args...)...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		var s summary
+		require.NoError(t, json.Unmarshal(out, &s), "consumer printed %q", out)
+		return s, code
+	}
+
+	s, code := consume("-loadbalance", "roundrobin", "-calls", "600", "-concurrency", "1")
+	require.Equal(t, 0, code)
+	assert.Equal(t, int64(600), s.Calls)
+	assert.Equal(t, int64(600), s.OK)
+	assert.Equal(t, int64(0), s.Errors)
+	assert.Equal(t, map[string]int64{provs[0].addr: 100, provs[1].addr: 200, provs[2].addr: 300}, s.ByProvider)
+	assert.Greater(t, s.P99, 0.0)
+
+	s, code = consume("-loadbalance", "random", "-calls", "3000", "-concurrency", "4")
+	require.Equal(t, 0, code)
+	assert.Equal(t, int64(3000), s.OK)
+	// Weighted random: shares near 1/6, 2/6, 3/6 (each within 5 points).
+	for i, p := range provs {
+		share := float64(s.ByProvider[p.addr]) / 3000
+		assert.InDelta(t, float64(i+1)/6, share, 0.05, "provider %s", p.addr)
+	}
+
+	// Stop p3 gracefully; it exits 0 and the next run spreads over p1, p2.
+	require.NoError(t, provs[2].cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, provs[2].cmd.Wait())
+	var left summary
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) { // the registry tells consumers within a moment
+		left, code = consume("-loadbalance", "roundrobin", "-calls", "300", "-concurrency", "1")
+		require.Equal(t, 0, code, "no call may fail while a provider leaves: %+v", left)
+		if len(left.ByProvider) == 2 {
+			break
+		}
+	}
+	assert.Equal(t, map[string]int64{provs[0].addr: 100, provs[1].addr: 200}, left.ByProvider)
+
+	// Bad flags: a clear error and a non-zero status.
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-loadbalance", "nope").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), `unknown "nope"`)
+	assert.Contains(t, string(out), "roundrobin")
+}

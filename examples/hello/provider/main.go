@@ -1,0 +1,67 @@
+// Command provider serves the hello example's Greeter and registers it in
+// ZooKeeper. It prints "serving NAME at HOST:PORT" once registered and runs
+// until SIGINT or SIGTERM, then shuts down gracefully.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/examples/hello/greeter"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "provider:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	reg := flag.String("registry", "zookeeper://127.0.0.1:2181", "registry address")
+	port := flag.Int("port", 0, "port to serve on (0: any free port)")
+	weight := flag.Int("weight", 100, "load-balancing weight")
+	delay := flag.Duration("delay", 0, "latency added to every call, for experiments")
+	name := flag.String("name", "", "name shown in replies (default: the host:port)")
+	warmup := flag.Duration("warmup", 0, "warm-up period over which the weight grows (0: none)")
+	verbose := flag.Bool("v", false, "log registry and connection events")
+	flag.Parse()
+
+	log := zap.NewNop()
+	if *verbose {
+		log, _ = zap.NewDevelopment()
+	}
+	w := *weight
+	wu := *warmup
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "hello-provider"},
+		Registries:  map[string]config.RegistryConfig{"default": {Address: *reg}},
+		Protocols:   map[string]config.ProtocolConfig{"dubbo": {Port: *port}},
+		Services: map[string]config.ServiceConfig{"greeter": {
+			Interface: greeter.Interface, Weight: &w, Warmup: &wu,
+		}},
+	}, config.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	svc := &greeter.Service{Name: *name, Delay: *delay}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	u, err := app.Export(ctx, "greeter", svc)
+	cancel()
+	if err != nil {
+		_ = app.Shutdown(context.Background())
+		return err
+	}
+	svc.SetAddr(u.Address())
+	if svc.Name == "" {
+		svc.Name = u.Address()
+	}
+	fmt.Printf("serving %s at %s (weight %d)\n", svc.Name, u.Address(), w)
+	return app.Run(context.Background())
+}
