@@ -212,11 +212,12 @@ func TestRandomChiSquare(t *testing.T) {
 			lb := NewRandom(Options{Seed: 42})
 			invs := providers(tc.weights...)
 			probs, df := weightProbs(tc.weights)
-			counts := pickCounts(t, lb, invs, 200_000)
+			counts := pickCounts(t, lb, invs, 100_000)
 			x := chiSquare(t, counts, probs)
 			if df == 0 {
 				return
 			}
+			t.Logf("chi-square %.2f (critical %.3f at p=0.001, %d df), counts %v", x, chiCritical001[df], df, counts)
 			assert.Less(t, x, chiCritical001[df], "chi-square %.2f with %d df, counts %v", x, df, counts)
 		})
 	}
@@ -273,7 +274,9 @@ func pickCounts(t *testing.T, lb LoadBalance, invs []protocol.Invoker, n int) []
 	inv := call("m")
 	for range n {
 		got, err := lb.Select(invs, inv)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		counts[idx[got]]++
 	}
 	return counts
@@ -401,7 +404,9 @@ func TestConsistentHashSpreadAndRemap(t *testing.T) {
 	counts := map[string]int{}
 	for k := range keys {
 		got, err := lb.Select(invs, call("get", "user-"+strconv.Itoa(k)))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		owner[k] = name(got)
 		counts[owner[k]]++
 	}
@@ -417,7 +422,9 @@ func TestConsistentHashSpreadAndRemap(t *testing.T) {
 		got, _ := lb.Select(without, call("get", "user-"+strconv.Itoa(k)))
 		if name(got) != owner[k] {
 			moved++
-			require.Equal(t, "E", owner[k], "key %d moved from %s", k, owner[k])
+			if owner[k] != "E" {
+				t.Fatalf("key %d moved from %s, not from the removed E", k, owner[k])
+			}
 		}
 	}
 	frac := float64(moved) / keys
