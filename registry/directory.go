@@ -16,6 +16,10 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
+// retireSettle is how long a departed invoker stays open even when idle,
+// for calls that took it from a snapshot just before it departed.
+const retireSettle = 100 * time.Millisecond
+
 // DefaultDrainTimeout bounds how long a departed provider's invoker is kept
 // open for the calls still running on it.
 const DefaultDrainTimeout = 10 * time.Second
@@ -44,8 +48,9 @@ type DirectoryOptions struct {
 //
 // On every list it reuses the invokers of providers still present (keyed by
 // the provider URL), refers new ones, and retires departed ones: a retired
-// invoker takes no new calls from later snapshots, and is closed once the
-// calls running on it finish, or after DrainTimeout. An empty list empties
+// invoker is in no later snapshot, stays open for 100 ms for calls that
+// picked it from an earlier one, and is then closed as soon as no call
+// runs on it, or at the latest after DrainTimeout. An empty list empties
 // the directory (registries deliver one only when the registry really
 // reports no providers); a non-empty list of which no provider could be
 // referred is ignored and the old invokers are kept.
@@ -151,6 +156,10 @@ func (d *Directory) List(*protocol.Invocation) ([]protocol.Invoker, error) {
 		} else {
 			f.down = append(f.down, i)
 		}
+	}
+	if len(f.out) == 0 {
+		// Everything went down between the two passes.
+		return all, nil
 	}
 	d.filtered.Store(f)
 	return f.out, nil
@@ -316,6 +325,7 @@ type tracked struct {
 	protocol.Invoker
 	inflight atomic.Int64
 	retired  atomic.Bool
+	settled  atomic.Bool // retired and past the settle period
 
 	once   sync.Once
 	closed chan struct{}
@@ -332,7 +342,7 @@ func newTracked(inv protocol.Invoker) *tracked {
 func (t *tracked) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
 	t.inflight.Add(1)
 	defer func() {
-		if t.inflight.Add(-1) == 0 && t.retired.Load() {
+		if t.inflight.Add(-1) == 0 && t.settled.Load() {
 			t.closeNow()
 		}
 	}()
@@ -351,19 +361,23 @@ func (t *tracked) Unwrap() protocol.Invoker { return t.Invoker }
 // InFlight returns the number of calls running on the invoker.
 func (t *tracked) InFlight() int64 { return t.inflight.Load() }
 
-// retire closes t now when no call runs on it, else when the last one
-// ends or after drain, whichever comes first; onDone runs after closing.
+// retire closes t after settle once no call runs on it, or after drain
+// at the latest; onDone runs after closing.
 func (t *tracked) retire(drain time.Duration, onDone func()) {
+	settle := min(retireSettle, drain)
 	t.mu.Lock()
 	t.onDone = onDone
-	t.mu.Unlock()
 	t.retired.Store(true)
-	if t.inflight.Load() == 0 {
-		t.closeNow()
-		return
-	}
-	t.mu.Lock()
-	t.timer = time.AfterFunc(drain, t.closeNow)
+	t.timer = time.AfterFunc(settle, func() {
+		t.settled.Store(true)
+		if t.inflight.Load() == 0 {
+			t.closeNow()
+			return
+		}
+		t.mu.Lock()
+		t.timer = time.AfterFunc(drain-settle, t.closeNow)
+		t.mu.Unlock()
+	})
 	t.mu.Unlock()
 }
 

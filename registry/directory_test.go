@@ -31,6 +31,9 @@ func (f *fakeInvoker) URL() *protocol.URL { return f.u }
 func (f *fakeInvoker) Available() bool    { return f.available.Load() }
 func (f *fakeInvoker) Close() error       { f.closes.Add(1); return nil }
 func (f *fakeInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	if f.closes.Load() > 0 {
+		return nil, errors.New("fake: invoker closed")
+	}
 	if f.gate != nil {
 		f.started <- struct{}{}
 		select {
@@ -108,6 +111,27 @@ func newDir(t *testing.T, p protocol.Protocol, drain time.Duration, kv ...string
 	return d
 }
 
+// waitFor polls cond every 5 ms for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func waitClosed(t *testing.T, f *fakeInvoker) {
+	t.Helper()
+	waitFor(t, f.u.Address()+" closed", func() bool { return f.closes.Load() > 0 })
+}
+
 func ports(invs []protocol.Invoker) []int {
 	out := make([]int, len(invs))
 	for i, inv := range invs {
@@ -145,6 +169,7 @@ func TestDirectoryReusesKeptInvokers(t *testing.T) {
 	}
 	// A provider whose URL changed (weight) is a new invoker; the old one closes.
 	d.Notify([]*protocol.URL{prov(1, "weight", "50"), prov(2), prov(3)})
+	waitClosed(t, a.(*fakeInvoker))
 	if p.refers != 4 || a.(*fakeInvoker).closes.Load() != 1 {
 		t.Fatalf("refers = %d closes = %d, want 4 and 1", p.refers, a.(*fakeInvoker).closes.Load())
 	}
@@ -205,6 +230,7 @@ func TestDirectoryDrainsDepartedProvider(t *testing.T) {
 			t.Fatalf("in-flight call failed: %v", err)
 		}
 	}
+	waitClosed(t, a)
 	if n := a.closes.Load(); n != 1 {
 		t.Fatalf("closes = %d after the calls finished, want 1", n)
 	}
@@ -301,6 +327,7 @@ func TestDirectoryReferFailures(t *testing.T) {
 	if l, _ := d.List(nil); len(l) != 0 {
 		t.Fatalf("list = %v, want empty", ports(l))
 	}
+	waitClosed(t, p.invoker(1))
 	if n := p.invoker(1).closes.Load(); n != 1 {
 		t.Fatalf("closes = %d, want 1", n)
 	}
@@ -384,4 +411,89 @@ func TestDirectoryOverMemoryRegistry(t *testing.T) {
 	if err != nil || res.Value != "127.0.0.1:7" {
 		t.Fatalf("call: %v %v", res, err)
 	}
+}
+
+// TestDirectoryConcurrentNotifyListInvoke hammers List and Invoke while the
+// provider list changes; run with -race. Every call must succeed: a
+// departed invoker finishes the calls already handed to it.
+func TestDirectoryConcurrentNotifyListInvoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	p := newFakeProtocol()
+	d := newDir(t, p, time.Second)
+	d.Notify([]*protocol.URL{prov(1), prov(2)})
+	var calls, failures atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, _ := d.List(nil)
+				if len(l) == 0 {
+					failures.Add(1)
+					continue
+				}
+				if _, err := l[int(calls.Load())%len(l)].Invoke(ctx, &protocol.Invocation{Method: "Hi"}); err != nil {
+					failures.Add(1)
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	lists := [][]*protocol.URL{
+		{prov(1), prov(2)}, {prov(2), prov(3)}, {prov(3)}, {prov(1), prov(3), prov(4)}, {prov(4), prov(5)},
+	}
+	for i := range 500 {
+		d.Notify(lists[i%len(lists)])
+	}
+	close(stop)
+	wg.Wait()
+	waitFor(t, "departed invokers closed", func() bool { return d.Retiring() == 0 })
+	if failures.Load() != 0 {
+		t.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())
+	}
+	// Every invoker that left was closed exactly once.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := map[*fakeInvoker]bool{}
+	for _, inv := range d.Invokers() {
+		live[unwrap(inv).(*fakeInvoker)] = true
+	}
+	for _, fs := range p.byAddr {
+		for _, f := range fs {
+			want := int32(1)
+			if live[f] {
+				want = 0
+			}
+			if got := f.closes.Load(); got != want {
+				t.Fatalf("%s closed %d times, want %d", f.u.Address(), got, want)
+			}
+		}
+	}
+	t.Logf("%d calls, %d refers across 500 lists", calls.Load(), p.refers)
+}
+
+func BenchmarkDirectoryList(b *testing.B) {
+	p := newFakeProtocol()
+	d, _ := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p})
+	defer d.Close()
+	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3), prov(4), prov(5)})
+	b.Run("all-available", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = d.List(nil)
+		}
+	})
+	p.invoker(3).available.Store(false)
+	b.Run("one-down", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = d.List(nil)
+		}
+	})
 }
