@@ -135,6 +135,7 @@ type outcome struct {
 	reply any
 }
 
+// Invoke implements Strategy.
 func (f *forking) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
 	invokers, err := c.List(inv)
 	if err != nil {
@@ -238,6 +239,7 @@ type task struct {
 	attempt int // retries made so far
 }
 
+// taskHeap orders waiting retries by due time (container/heap).
 type taskHeap []*task
 
 func (h taskHeap) Len() int           { return len(h) }
@@ -257,6 +259,7 @@ func newFailback(o Options) *failback {
 	return &failback{o: o, log: o.Logger.Named("failback"), stop: make(chan struct{}), ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
 }
 
+// Invoke implements Strategy.
 func (f *failback) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
 	invokers, err := c.List(inv)
 	var p protocol.Invoker
