@@ -16,9 +16,8 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
-// retireSettle is how long a departed invoker stays open even when idle,
-// for calls that took it from a snapshot just before it departed.
-const retireSettle = 100 * time.Millisecond
+// DefaultLinger is how long a departed invoker stays open even when idle.
+const DefaultLinger = time.Second
 
 // DefaultDrainTimeout bounds how long a departed provider's invoker is kept
 // open for the calls still running on it.
@@ -38,6 +37,10 @@ type DirectoryOptions struct {
 	// DrainTimeout bounds the wait for in-flight calls on a provider that
 	// left the list before its invoker is closed (default 10 s).
 	DrainTimeout time.Duration
+	// Linger is how long a departed provider's invoker stays open even when
+	// no call runs on it, for calls that picked it from an earlier snapshot
+	// but have not started yet (default 1 s, at most DrainTimeout).
+	Linger time.Duration
 	// Logger receives refer failures (default none).
 	Logger *zap.Logger
 }
@@ -48,7 +51,7 @@ type DirectoryOptions struct {
 //
 // On every list it reuses the invokers of providers still present (keyed by
 // the provider URL), refers new ones, and retires departed ones: a retired
-// invoker is in no later snapshot, stays open for 100 ms for calls that
+// invoker is in no later snapshot, stays open for Linger for calls that
 // picked it from an earlier one, and is then closed as soon as no call
 // runs on it, or at the latest after DrainTimeout. An empty list empties
 // the directory (registries deliver one only when the registry really
@@ -110,6 +113,10 @@ func NewDirectory(o DirectoryOptions) (*Directory, error) {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout
 	}
+	if o.Linger <= 0 {
+		o.Linger = DefaultLinger
+	}
+	o.Linger = min(o.Linger, o.DrainTimeout)
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -234,7 +241,7 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 	}
 	for key, t := range d.byKey {
 		if _, ok := next[key]; !ok {
-			d.retire(t)
+			d.retire(t, d.opts.Linger)
 		}
 	}
 	d.byKey = next
@@ -261,11 +268,11 @@ func (d *Directory) markReady() {
 }
 
 // retire takes t out of service; d.mu must be held.
-func (d *Directory) retire(t *tracked) {
+func (d *Directory) retire(t *tracked, linger time.Duration) {
 	d.rmu.Lock()
 	d.retiring[t] = struct{}{}
 	d.rmu.Unlock()
-	t.retire(d.opts.DrainTimeout, func() {
+	t.retire(linger, d.opts.DrainTimeout, func() {
 		d.rmu.Lock()
 		delete(d.retiring, t)
 		d.rmu.Unlock()
@@ -290,7 +297,7 @@ func (d *Directory) Close() error {
 	}
 	d.closed = true
 	for _, t := range d.byKey {
-		d.retire(t)
+		d.retire(t, 0)
 	}
 	d.byKey = map[string]*tracked{}
 	d.snap.Store(&snapshot{})
@@ -363,8 +370,7 @@ func (t *tracked) InFlight() int64 { return t.inflight.Load() }
 
 // retire closes t after settle once no call runs on it, or after drain
 // at the latest; onDone runs after closing.
-func (t *tracked) retire(drain time.Duration, onDone func()) {
-	settle := min(retireSettle, drain)
+func (t *tracked) retire(settle, drain time.Duration, onDone func()) {
 	t.mu.Lock()
 	t.onDone = onDone
 	t.retired.Store(true)

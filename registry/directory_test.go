@@ -103,7 +103,7 @@ func cons(kv ...string) *protocol.URL {
 
 func newDir(t *testing.T, p protocol.Protocol, drain time.Duration, kv ...string) *registry.Directory {
 	t.Helper()
-	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(kv...), Protocol: p, DrainTimeout: drain})
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(kv...), Protocol: p, DrainTimeout: drain, Linger: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,11 @@ func TestDirectoryConcurrentNotifyListInvoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	p := newFakeProtocol()
-	d := newDir(t, p, time.Second)
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p, DrainTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	d.Notify([]*protocol.URL{prov(1), prov(2)})
 	var calls, failures atomic.Int64
 	var wg sync.WaitGroup
