@@ -28,6 +28,7 @@ const (
 	DefaultMaxPayload       = 8 << 20
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultBufferSize       = 32 << 10
+	DefaultMaxQueue         = 64 << 20
 	// closeFlushTimeout bounds how long Close spends writing queued frames.
 	closeFlushTimeout = time.Second
 )
@@ -40,6 +41,9 @@ var (
 	ErrBadMagic = errors.New("transport: bad magic")
 	// ErrFrameTooLarge closes a connection whose peer declared a body over the limit.
 	ErrFrameTooLarge = errors.New("transport: frame too large")
+	// ErrSlowPeer closes a connection whose unwritten frames exceed
+	// Options.MaxQueue, because its peer does not read.
+	ErrSlowPeer = errors.New("transport: peer does not read, write queue full")
 	// ErrServerClosed is returned by Server.Serve after Close.
 	ErrServerClosed = errors.New("transport: server closed")
 )
@@ -54,6 +58,10 @@ type Options struct {
 	TLS *tls.Config
 	// HandshakeTimeout bounds a server-side TLS handshake (default 10 s).
 	HandshakeTimeout time.Duration
+	// MaxQueue bounds the bytes of frames queued and not yet written
+	// (default 64 MiB); a Send beyond it closes the connection with
+	// ErrSlowPeer.
+	MaxQueue int
 	// ReadBufferSize and WriteBufferSize size the per-connection buffers
 	// (default 32 KiB each).
 	ReadBufferSize, WriteBufferSize int
@@ -68,6 +76,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = DefaultMaxQueue
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
@@ -109,6 +120,7 @@ type Conn struct {
 
 	mu       sync.Mutex
 	queue    []*Buffer
+	queued   int // bytes in queue
 	spare    []*Buffer
 	err      error // first error; set once
 	graceful bool
@@ -203,7 +215,15 @@ func (c *Conn) Send(f *Buffer) error {
 		f.Release()
 		return err
 	}
+	if c.queued+len(f.B) > c.opts.MaxQueue && len(c.queue) > 0 {
+		c.mu.Unlock()
+		f.Release()
+		err := fmt.Errorf("%w: more than %d bytes queued", ErrSlowPeer, c.opts.MaxQueue)
+		c.shutdown(err, false)
+		return err
+	}
 	c.queue = append(c.queue, f)
+	c.queued += len(f.B)
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -342,6 +362,7 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 		c.mu.Lock()
 		q := c.queue
 		c.queue = (*batch)[:0]
+		c.queued = 0
 		c.mu.Unlock()
 		if len(q) == 0 {
 			*batch = q

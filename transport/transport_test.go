@@ -366,3 +366,18 @@ func TestServerCloseClosesConnections(t *testing.T) {
 	}
 	require.ErrorIs(t, srv.Serve(l), transport.ErrServerClosed)
 }
+
+func TestSlowPeerClosed(t *testing.T) {
+	ctx := testCtx(t)
+	x, y := net.Pipe() // nothing reads y
+	defer y.Close()
+	h := newRecorder(false)
+	c := transport.NewConn(x, h, &transport.Options{MaxQueue: 64 << 10})
+	defer c.Close()
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		err = c.Send(frame(uint64(i), string(make([]byte, 1024))))
+	}
+	require.ErrorIs(t, err, transport.ErrSlowPeer)
+	require.ErrorIs(t, recvErr(t, ctx, h.closed), transport.ErrSlowPeer)
+}
