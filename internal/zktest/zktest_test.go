@@ -3,6 +3,9 @@ package zktest_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +80,32 @@ func TestProxyBlock(t *testing.T) {
 	p.Unblock()
 	if out, err := zktest.FourLetter(p.Addr, "ruok", time.Second); err != nil || string(out) != "imok" {
 		t.Fatalf("after unblock: %q, %v", out, err)
+	}
+}
+
+func TestFindReportsWhatToInstall(t *testing.T) {
+	t.Setenv("ZOOKEEPER_HOME", t.TempDir())
+	_, err := zktest.Find()
+	if err == nil || !strings.Contains(err.Error(), "apt-get install zookeeper") || !strings.Contains(err.Error(), "ZOOKEEPER_HOME") {
+		t.Fatalf("Find with an empty ZOOKEEPER_HOME = %v, want an error saying what to install", err)
+	}
+}
+
+func TestFindScriptInZookeeperHome(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(home, "bin", "zkServer.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ZOOKEEPER_HOME", home)
+	l, err := zktest.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Script != script {
+		t.Fatalf("Find = %+v, want the script %s", l, script)
 	}
 }

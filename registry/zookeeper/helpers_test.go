@@ -30,7 +30,7 @@ const testTimeout = 90 * time.Second
 func opts(t *testing.T, dir string) zookeeper.Options {
 	return zookeeper.Options{
 		Application:     "test",
-		SessionTimeout:  2 * time.Second,
+		SessionTimeout:  3 * time.Second,
 		RetryMin:        50 * time.Millisecond,
 		RetryMax:        500 * time.Millisecond,
 		WatchdogTimeout: 3 * time.Second,
