@@ -194,11 +194,15 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		se.Remote = true
 		return nil, se
 	case kindValue:
-		if inv.Reply != nil {
-			err = dec.Decode(inv.Reply)
-			res.Value = inv.Reply
-		} else {
+		switch r := inv.Reply.(type) {
+		case nil:
 			res.Value, err = dec.DecodeAny()
+		case *any:
+			*r, err = dec.DecodeAny()
+			res.Value = r
+		default:
+			err = dec.Decode(r)
+			res.Value = r
 		}
 	case kindNull:
 		if inv.Reply != nil {
