@@ -490,3 +490,45 @@ func TestDialFailure(t *testing.T) {
 	_, err = exchange.Dial(testCtx(t), addr, nil)
 	require.ErrorIs(t, err, exchange.ErrDial)
 }
+
+// TestTimeoutRacesResponse hammers calls whose deadlines fall around their
+// response time: every call ends exactly once, with its response or
+// ErrTimeout, nothing stays pending, and every response that found no
+// call was counted late.
+func TestTimeoutRacesResponse(t *testing.T) {
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), &exchange.Options{MaxConcurrent: 10000})
+	c := dial(t, addr, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, timedOut := 0, 0
+	for g := range 50 {
+		wg.Go(func() {
+			for i := range 100 {
+				d := time.Duration((g*100+i)%50) * 50 * time.Microsecond
+				want := fmt.Sprint(g, i)
+				resp, err := c.Call(ctx, d+time.Microsecond, 27, request(want))
+				mu.Lock()
+				switch {
+				case err == nil:
+					if string(exchange.Body(resp)) != want {
+						t.Errorf("got %q, want %q", exchange.Body(resp), want)
+					}
+					resp.Release()
+					ok++
+				case errors.Is(err, exchange.ErrTimeout):
+					timedOut++
+				default:
+					t.Error(err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 5000, ok+timedOut)
+	require.Zero(t, c.Pending())
+	// Every timed-out request is answered later, and counted.
+	require.Eventually(t, func() bool { return c.Late() == uint64(timedOut) }, 5*time.Second, time.Millisecond)
+	t.Logf("%d answered, %d timed out", ok, timedOut)
+}
