@@ -283,23 +283,30 @@ func checkStatus(resp *transport.Buffer) (*transport.Buffer, error) {
 
 // Future is the pending result of an asynchronous call.
 type Future struct {
-	cl *call
+	cl    *call
+	taken atomic.Bool
 }
 
 // Done is closed when the call has ended.
 func (f *Future) Done() <-chan struct{} { return f.cl.done }
 
 // Result waits for the call to end and returns what Call would have
-// returned. It may be called once.
+// returned. The response frame is handed out once; later calls return an
+// error.
 func (f *Future) Result() (*transport.Buffer, error) {
 	<-f.cl.done
 	if f.cl.err != nil {
 		return nil, f.cl.err
 	}
+	if f.taken.Swap(true) {
+		return nil, errResultTaken
+	}
 	resp := f.cl.frame
 	f.cl.frame = nil
 	return checkStatus(resp)
 }
+
+var errResultTaken = errors.New("exchange: the future's result was already taken")
 
 // Go is Call without the wait: it sends the request and returns a Future
 // that ends like Call would. The deadline runs from now; cancelling ctx

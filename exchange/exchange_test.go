@@ -178,6 +178,8 @@ func TestCallAndGo(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, fmt.Sprint(i), string(exchange.Body(resp)))
 		resp.Release()
+		_, err = f.Result()
+		require.Error(t, err, "the frame is handed out once")
 	}
 	require.Zero(t, c.Pending())
 }
