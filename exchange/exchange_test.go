@@ -82,11 +82,14 @@ func TestStatusTable(t *testing.T) {
 // echo answers with the request body; "block" waits on release; "panic"
 // panics; "big:N" answers N bytes.
 type echo struct {
-	release chan struct{}
-	started chan struct{}
+	release  chan struct{}
+	started  chan struct{}
+	ctxEnded chan error
 }
 
-func newEcho() *echo { return &echo{release: make(chan struct{}), started: make(chan struct{}, 100)} }
+func newEcho() *echo {
+	return &echo{release: make(chan struct{}), started: make(chan struct{}, 100), ctxEnded: make(chan error, 100)}
+}
 
 func (e *echo) Handle(ctx context.Context, req *exchange.Request) (*transport.Buffer, error) {
 	body := string(req.Body)
@@ -97,6 +100,10 @@ func (e *echo) Handle(ctx context.Context, req *exchange.Request) (*transport.Bu
 		case <-e.release:
 		case <-ctx.Done():
 		}
+	case body == "waitctx":
+		e.started <- struct{}{}
+		<-ctx.Done()
+		e.ctxEnded <- ctx.Err()
 	case body == "panic":
 		panic("boom")
 	case body == "notfound":
@@ -533,4 +540,21 @@ func TestTimeoutRacesResponse(t *testing.T) {
 	// Every timed-out request is answered later, and counted.
 	require.Eventually(t, func() bool { return c.Late() == uint64(timedOut) }, 5*time.Second, time.Millisecond)
 	t.Logf("%d answered, %d timed out", ok, timedOut)
+}
+
+func TestHandlerContextEndsWithConnection(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c, err := exchange.Dial(ctx, addr, nil)
+	require.NoError(t, err)
+	go func() { _, _ = call(ctx, c, "waitctx") }()
+	<-h.started
+	require.NoError(t, c.Close())
+	select {
+	case err := <-h.ctxEnded:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-ctx.Done():
+		t.Fatal("the handler's context was not cancelled")
+	}
 }

@@ -34,7 +34,8 @@ type Handler interface {
 	// Handle answers req with a response frame built with NewFrame (the
 	// server fills in its header), or with an error, which is sent as the
 	// status StatusOf(err) with err.Error() as the message, so the
-	// message reaches the consumer. ctx is cancelled when the server closes.
+	// message reaches the consumer. ctx is cancelled when the request's
+	// connection or the server closes.
 	Handle(ctx context.Context, req *Request) (*transport.Buffer, error)
 }
 
@@ -61,6 +62,7 @@ type Server struct {
 	mu       sync.Mutex
 	inflight int
 	shutting bool
+	connCtx  map[*transport.Conn]connContext // cancelled when the conn closes
 	drained  chan struct{} // closed when shutting and inflight reaches 0
 
 	busy      atomic.Uint64
@@ -83,6 +85,7 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 		sem:     make(chan struct{}, o.MaxConcurrent),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
+		connCtx: map[*transport.Conn]connContext{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.ts = transport.NewServer(serverHandler{s}, o.transport())
@@ -203,6 +206,11 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		return
 	}
 	s.inflight++
+	cc, ok := s.connCtx[conn]
+	if !ok {
+		cc.ctx, cc.cancel = context.WithCancel(s.ctx)
+		s.connCtx[conn] = cc
+	}
 	s.mu.Unlock()
 	select {
 	case s.sem <- struct{}{}:
@@ -216,16 +224,30 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		return
 	}
 	s.wg.Add(1)
-	go s.dispatch(conn, hdr, f)
+	go s.dispatch(cc.ctx, conn, hdr, f)
 }
 
-func (h serverHandler) Closed(*transport.Conn, error) {}
+type connContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
 
-func (s *Server) dispatch(conn *transport.Conn, hdr Header, f *transport.Buffer) {
+// Closed cancels the context of the connection's requests in progress.
+func (h serverHandler) Closed(conn *transport.Conn, _ error) {
+	h.s.mu.Lock()
+	cc, ok := h.s.connCtx[conn]
+	delete(h.s.connCtx, conn)
+	h.s.mu.Unlock()
+	if ok {
+		cc.cancel()
+	}
+}
+
+func (s *Server) dispatch(ctx context.Context, conn *transport.Conn, hdr Header, f *transport.Buffer) {
 	defer s.wg.Done()
 	defer s.done()
 	defer func() { <-s.sem }()
-	resp, err := s.handle(hdr, f, conn)
+	resp, err := s.handle(ctx, hdr, f, conn)
 	f.Release()
 	if !hdr.TwoWay {
 		if resp != nil {
@@ -236,7 +258,7 @@ func (s *Server) dispatch(conn *transport.Conn, hdr Header, f *transport.Buffer)
 	s.reply(conn, hdr, resp, err)
 }
 
-func (s *Server) handle(hdr Header, f *transport.Buffer, conn *transport.Conn) (resp *transport.Buffer, err error) {
+func (s *Server) handle(ctx context.Context, hdr Header, f *transport.Buffer, conn *transport.Conn) (resp *transport.Buffer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.opts.Logger.Error("handler panicked", zap.Any("panic", r))
@@ -244,7 +266,7 @@ func (s *Server) handle(hdr Header, f *transport.Buffer, conn *transport.Conn) (
 		}
 	}()
 	req := &Request{Header: hdr, Body: Body(f), RemoteAddr: conn.RemoteAddr()}
-	return s.h.Handle(s.ctx, req)
+	return s.h.Handle(ctx, req)
 }
 
 // reply sends the response to req: resp with an OK status, or err's status
