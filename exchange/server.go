@@ -63,7 +63,7 @@ type Server struct {
 	inflight int
 	shutting bool
 	connCtx  map[*transport.Conn]connContext // cancelled when the conn closes
-	drained  chan struct{} // closed when shutting and inflight reaches 0
+	drained  chan struct{}                   // closed when shutting and inflight reaches 0
 
 	busy      atomic.Uint64
 	wg        sync.WaitGroup // dispatch goroutines
