@@ -97,6 +97,9 @@ type reg struct {
 	tried     chan struct{}
 	triedOnce sync.Once
 	err       error // result of the first attempt, valid after tried
+	// okSession is the session the node was last confirmed for; only the
+	// loop goroutine touches it.
+	okSession int64
 }
 
 // pendingDelete is a node to delete; done is closed once it is gone.
@@ -288,7 +291,9 @@ func (r *Registry) loop() {
 	tick := time.NewTicker(watchdogTick)
 	defer tick.Stop()
 	backoff := r.opts.RetryMin
+	resyncNext := true // the pending timer is a resync, not a retry
 	for {
+		full := false
 		select {
 		case <-r.quit:
 			return
@@ -297,13 +302,16 @@ func (r *Registry) loop() {
 			continue
 		case <-r.kick:
 		case <-timer.C:
+			full = resyncNext
 		}
-		if r.reconcile() {
+		if r.reconcile(full) {
 			backoff = r.opts.RetryMin
 			timer.Reset(r.opts.Resync)
+			resyncNext = true
 		} else {
 			timer.Reset(jitter(backoff))
 			backoff = min(2*backoff, r.opts.RetryMax)
+			resyncNext = false
 		}
 	}
 }
@@ -340,9 +348,11 @@ func (r *Registry) watchdog() {
 	}
 }
 
-// reconcile makes ZooKeeper hold exactly this process's registrations. It
-// returns false when something failed and should be retried.
-func (r *Registry) reconcile() bool {
+// reconcile makes ZooKeeper hold exactly this process's registrations:
+// pending deletes, and nodes not yet confirmed for the current session (all
+// nodes when full, the periodic re-assertion). It returns false when
+// something failed and should be retried.
+func (r *Registry) reconcile(full bool) bool {
 	r.mu.Lock()
 	conn, gen, has := r.conn, r.gen, r.hasSession
 	needAuth := r.opts.Username != "" && r.authedGen != gen
@@ -392,10 +402,16 @@ func (r *Registry) reconcile() bool {
 		close(d.done)
 	}
 	for _, g := range regs {
+		if !full && g.okSession == sid {
+			continue
+		}
 		err := r.ensureEphemeral(conn, g.path, sid)
 		if err != nil {
 			r.log.Warn("zookeeper register failed; will retry", zap.String("node", g.path), zap.Error(err))
 			good = false
+			g.okSession = 0
+		} else {
+			g.okSession = sid
 		}
 		g.triedOnce.Do(func() { g.err = err; close(g.tried) })
 	}

@@ -246,6 +246,39 @@ func TestHealthy(t *testing.T) {
 		}
 	})
 
+	t.Run("ManyProviders", func(t *testing.T) {
+		ctx := testCtx(t)
+		svc := iface(t)
+		const n = 200
+		prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+		rec := newRecorder()
+		if err := cons.Subscribe(consumer(svc), rec); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]string, 0, n)
+		for i := range n {
+			if err := prov.Register(ctx, provider(svc, 30000+i)); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, addr(30000+i))
+		}
+		rec.waitAddrs(ctx, t, want...)
+		waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), n)
+		for i := range n {
+			if err := prov.Unregister(ctx, provider(svc, 30000+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 0)
+		rec.waitAddrs(ctx, t)
+		// One-shot watches coalesce bursts: far fewer lists than changes.
+		t.Logf("%d lists for %d changes", len(rec.snapshot()), 2*n)
+		if got := len(rec.snapshot()); got > 2*n+1 {
+			t.Fatalf("%d lists for %d changes", got, 2*n)
+		}
+	})
+
 	t.Run("OperatorDeletedNodeRestored", func(t *testing.T) {
 		ctx := testCtx(t)
 		svc := iface(t)
@@ -609,4 +642,41 @@ func TestRegisterWhileDown(t *testing.T) {
 	zkc.Servers[0].Start()
 	raw := rawConn(t, zkc.Addrs()...)
 	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
+}
+
+// TestUnregisterDuringOutage unregisters while ZooKeeper is down: the node
+// is deleted once ZooKeeper is back (the session survived the outage).
+func TestUnregisterDuringOutage(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	a, b := provider(svc, 20901), provider(svc, 20902)
+	for _, u := range []*protocol.URL{a, b} {
+		if err := prov.Register(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20901), addr(20902))
+	zkc.Servers[0].Kill()
+	waitFor(ctx, t, "disconnect", func() bool { return !prov.Stats().HasSession })
+	start := time.Now()
+	if err := prov.Unregister(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Unregister blocked %v while ZooKeeper is down", d)
+	}
+	zkc.Servers[0].Start()
+	raw := rawConn(t, zkc.Addrs()...)
+	kids := waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
+	if kids[0] != a.Escaped() {
+		t.Fatalf("left %s, want a", kids[0])
+	}
+	rec.waitAddrs(ctx, t, addr(20901))
 }
