@@ -35,6 +35,7 @@ func opts(t *testing.T, dir string) zookeeper.Options {
 		RetryMax:        500 * time.Millisecond,
 		WatchdogTimeout: 3 * time.Second,
 		EmptyGrace:      2 * time.Second,
+		RegisterWait:    time.Second,
 		CacheFile:       filepath.Join(dir, "cache.json"),
 		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	}
