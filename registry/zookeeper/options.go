@@ -63,8 +63,8 @@ type Options struct {
 	// held back while the current session is younger than this, because
 	// providers may not have re-registered yet (default SessionTimeout).
 	EmptyGrace time.Duration
-	// RegisterWait bounds how long Register waits for a session before it
-	// leaves the registration to the background (default
+	// RegisterWait bounds how long Register and Unregister wait for their
+	// first attempt before they leave the work to the background (default
 	// min(SessionTimeout, 3 s)).
 	RegisterWait time.Duration
 	// MaxChildren caps the providers read per service; extra children are

@@ -581,9 +581,9 @@ func zkValidPath(p string) error {
 	return nil
 }
 
-// Unregister removes u's node. It waits (bounded by ctx) until the node is
-// deleted when a session is up; otherwise the delete is retried in the
-// background. Unregistering what was not registered is not an error.
+// Unregister removes u's node. When a session is up it waits until the
+// node is deleted, at most until ctx is done or Options.RegisterWait has
+// passed; the delete is retried in the background until it succeeds. Unregistering what was not registered is not an error.
 func (r *Registry) Unregister(ctx context.Context, u *protocol.URL) error {
 	if err := validate(u); err != nil {
 		return err
@@ -606,9 +606,13 @@ func (r *Registry) Unregister(ctx context.Context, u *protocol.URL) error {
 	if !up {
 		return nil
 	}
+	wait := time.NewTimer(r.opts.RegisterWait)
+	defer wait.Stop()
 	select {
 	case <-d.done:
 	case <-ctx.Done():
+	case <-wait.C:
+		r.log.Warn("zookeeper: unregister not done yet; continues in the background", zap.String("url", u.String()))
 	}
 	return nil
 }

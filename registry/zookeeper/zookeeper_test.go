@@ -379,42 +379,64 @@ func TestOutageKeepsLists(t *testing.T) {
 }
 
 // TestWipedDataRecovered restarts ZooKeeper with its data wiped: the
-// watchdog re-dials, providers re-register and subscribers see them again,
-// without ever seeing an empty list.
+// watchdog re-dials (sending the credentials again on the new connection),
+// providers re-register and subscribers see them again, without ever seeing
+// an empty list.
 func TestWipedDataRecovered(t *testing.T) {
-	ctx := testCtx(t)
-	zkc := zktest.Start(t)
-	svc := iface(t)
-	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
-	cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
-	for _, p := range []int{20201, 20202} {
-		if err := prov.Register(ctx, provider(svc, p)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rec := newRecorder()
-	if err := cons.Subscribe(consumer(svc), rec); err != nil {
-		t.Fatal(err)
-	}
-	rec.waitAddrs(ctx, t, addr(20201), addr(20202))
+	for _, digest := range []bool{false, true} {
+		t.Run(map[bool]string{false: "open", true: "digest"}[digest], func(t *testing.T) {
+			ctx := testCtx(t)
+			zkc := zktest.Start(t)
+			svc := iface(t)
+			po, co := opts(t, t.TempDir()), opts(t, t.TempDir())
+			if digest {
+				po.Username, po.Password = "app", "pw"
+				co.Username, co.Password = "app", "pw"
+			}
+			prov := newRegistry(t, zkc.Address(), po)
+			cons := newRegistry(t, zkc.Address(), co)
+			for _, p := range []int{20201, 20202} {
+				if err := prov.Register(ctx, provider(svc, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec := newRecorder()
+			if err := cons.Subscribe(consumer(svc), rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.waitAddrs(ctx, t, addr(20201), addr(20202))
 
-	s := zkc.Servers[0]
-	s.Kill()
-	s.WipeData()
-	s.Start()
-	raw := rawConn(t, zkc.Addrs()...)
-	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 2)
-	waitFor(ctx, t, "consumer session", func() bool { return cons.Stats().HasSession })
-	if prov.Stats().Redials < 1 || cons.Stats().Redials < 1 {
-		t.Fatalf("redials: provider %d consumer %d, want >= 1 each", prov.Stats().Redials, cons.Stats().Redials)
-	}
-	// The re-armed watch sees a new provider.
-	if err := prov.Register(ctx, provider(svc, 20203)); err != nil {
-		t.Fatal(err)
-	}
-	rec.waitAddrs(ctx, t, addr(20201), addr(20202), addr(20203))
-	if n := rec.emptyAfterNonEmpty(); n != 0 {
-		t.Fatalf("%d empty lists delivered across the data loss", n)
+			s := zkc.Servers[0]
+			s.Kill()
+			s.WipeData()
+			s.Start()
+			raw := rawConn(t, zkc.Addrs()...)
+			if digest {
+				if err := raw.AddAuth("digest", []byte("app:pw")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pp := prov.CategoryPath(svc, registry.CategoryProviders)
+			waitChildren(ctx, t, raw, pp, 2)
+			if digest {
+				acl, _, err := raw.GetACL(pp)
+				if err != nil || len(acl) != 1 || acl[0].Scheme != "digest" {
+					t.Fatalf("re-created providers node ACL %v (%v), want digest only", acl, err)
+				}
+			}
+			waitFor(ctx, t, "consumer session", func() bool { return cons.Stats().HasSession })
+			if prov.Stats().Redials < 1 || cons.Stats().Redials < 1 {
+				t.Fatalf("redials: provider %d consumer %d, want >= 1 each", prov.Stats().Redials, cons.Stats().Redials)
+			}
+			// The re-armed watch sees a new provider.
+			if err := prov.Register(ctx, provider(svc, 20203)); err != nil {
+				t.Fatal(err)
+			}
+			rec.waitAddrs(ctx, t, addr(20201), addr(20202), addr(20203))
+			if n := rec.emptyAfterNonEmpty(); n != 0 {
+				t.Fatalf("%d empty lists delivered across the data loss", n)
+			}
+		})
 	}
 }
 
