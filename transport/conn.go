@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -358,6 +359,7 @@ func (c *Conn) writeLoop() {
 // writeQueued writes everything queued, taking more as it comes, and
 // flushes when the queue is empty.
 func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
+	yielded := false
 	for {
 		c.mu.Lock()
 		q := c.queue
@@ -366,6 +368,13 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 		c.mu.Unlock()
 		if len(q) == 0 {
 			*batch = q
+			if !yielded && bw.Buffered() > 0 {
+				// Let goroutines about to send queue their frames, so
+				// that one syscall carries them all.
+				yielded = true
+				runtime.Gosched()
+				continue
+			}
 			return bw.Flush()
 		}
 		var err error
