@@ -404,12 +404,12 @@ func TestDeadPeerDetected(t *testing.T) {
 
 func TestHeartbeatKeepsIdleConnection(t *testing.T) {
 	ctx := testCtx(t)
-	opts := &exchange.Options{Heartbeat: 100 * time.Millisecond}
+	opts := &exchange.Options{Heartbeat: 200 * time.Millisecond}
 	s, addr := serve(t, newEcho(), opts)
 	c := dial(t, addr, opts)
 	require.Eventually(t, func() bool { return s.Conns() == 1 }, 5*time.Second, time.Millisecond)
 	// Idle for several heartbeat intervals: neither side drops the connection.
-	require.Never(t, func() bool { return !c.Available() || s.Conns() != 1 }, 700*time.Millisecond, 10*time.Millisecond)
+	require.Never(t, func() bool { return !c.Available() || s.Conns() != 1 }, 1200*time.Millisecond, 10*time.Millisecond)
 	got, err := call(ctx, c, "alive")
 	require.NoError(t, err)
 	require.Equal(t, "alive", got)

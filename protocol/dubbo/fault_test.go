@@ -120,7 +120,7 @@ func TestFrozenProviderDetected(t *testing.T) {
 	require.NoError(t, err)
 	// The first re-dial waits a second, so that the lost connection is seen
 	// unavailable before a new one is made (the proxy accepts even frozen).
-	cli := newProtocol(t, &dubbo.Options{Heartbeat: 50 * time.Millisecond, Reconnect: time.Second})
+	cli := newProtocol(t, &dubbo.Options{Heartbeat: 100 * time.Millisecond, Reconnect: time.Second})
 	inv := refer(t, cli, pu)
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
 	require.NoError(t, err)
