@@ -118,6 +118,20 @@ func (o *Options) withDefaults() (Options, error) {
 }
 
 // Protocol is the dubbo protocol. It is safe for concurrent use.
+//
+// Errors a referred invoker returns, by class (protocol.Retryable reads
+// them):
+//   - not sent: exchange.ErrDial, exchange.ErrClosed (invoker or connection
+//     closed), exchange.ErrReadOnly (the provider is shutting down),
+//     exchange.ErrPayloadTooLarge for a request over the limit;
+//   - sent, no answer: exchange.ErrTimeout (also wrapping
+//     context.DeadlineExceeded when the deadline was the context's),
+//     exchange.ErrConnLost;
+//   - answered: a *service.Error with Remote set (the method's business
+//     error, or service.CodePanic when it panicked), or a
+//     *exchange.StatusError wrapping exchange.ErrServiceNotFound,
+//     ErrBadRequest, ErrServerBusy, ErrPayloadTooLarge (a response over the
+//     limit) or ErrServerError.
 type Protocol struct {
 	opts Options
 
