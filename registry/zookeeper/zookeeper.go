@@ -77,6 +77,7 @@ type Registry struct {
 	sessionStart time.Time // when the current session (id or conn) began
 	lostAt       time.Time // when the session was last lost (or start)
 	answeredAt   time.Time // first TCP connect since lostAt (zero: none)
+	refusedRun   int       // dial attempts in a row that did not connect
 	regs         map[string]*reg
 	deletes      map[string]*pendingDelete
 	subs         map[*sub]struct{}
@@ -239,23 +240,38 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 			kick = true
 		}
 	case zk.StateConnected:
+		r.refusedRun = 0
 		if !r.hasSession && r.answeredAt.IsZero() {
 			r.answeredAt = now
 		}
-	case zk.StateExpired:
-		r.log.Warn("zookeeper session expired", zap.Int64("session", r.sessionID))
-		fallthrough
-	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
-		if r.hasSession {
-			r.hasSession = false
-			r.lostAt = now
+	case zk.StateConnecting:
+		// Every server refusing in a row means ZooKeeper is down rather
+		// than refusing our session: start the watchdog's count afresh.
+		r.refusedRun++
+		if r.refusedRun > len(r.servers) {
 			r.answeredAt = time.Time{}
 		}
+		r.loseSessionLocked(now)
+	case zk.StateExpired:
+		r.log.Warn("zookeeper session expired", zap.Int64("session", r.sessionID))
+		r.loseSessionLocked(now)
+	case zk.StateDisconnected, zk.StateAuthFailed:
+		r.loseSessionLocked(now)
 	}
 	if kick {
 		r.kickAllLocked()
 	}
 	r.mu.Unlock()
+}
+
+// loseSessionLocked records that the session is not usable now.
+func (r *Registry) loseSessionLocked(now time.Time) {
+	if r.hasSession {
+		r.hasSession = false
+		r.lostAt = now
+		r.answeredAt = time.Time{}
+		r.refusedRun = 0
+	}
 }
 
 // kickAllLocked wakes the registration loop and every subscription.
@@ -339,6 +355,7 @@ func (r *Registry) watchdog() {
 	r.redials.Add(1)
 	r.lostAt = time.Now()
 	r.answeredAt = time.Time{}
+	r.refusedRun = 0
 	r.sessionID = 0
 	r.dialLocked()
 	r.kickAllLocked()
