@@ -32,6 +32,10 @@ type cacheFile struct {
 // ignored with a warning. The file is created with mode 0600: provider URLs
 // may carry tokens.
 //
+// Processes of one application on one host share the file: each rewrite
+// keeps the entries of services the writer does not know and replaces the
+// ones it does (the last writer wins for a shared service).
+//
 // A Cache is safe for concurrent use. The zero path keeps it in memory only.
 type Cache struct {
 	path string
@@ -157,12 +161,22 @@ func (c *Cache) Store(key string, providers []*protocol.URL) error {
 	return c.write()
 }
 
-// write writes a snapshot of every list to the file atomically.
+// write writes a snapshot of every list to the file atomically. Entries
+// the file holds for services this cache does not know (written by another
+// process of the same application) are kept.
 func (c *Cache) write() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	f := cacheFile{Version: cacheVersion, Services: map[string][]string{}}
+	if b, err := os.ReadFile(c.path); err == nil {
+		var old cacheFile
+		if json.Unmarshal(b, &old) == nil && old.Version == cacheVersion {
+			for k, v := range old.Services {
+				f.Services[k] = v
+			}
+		}
+	}
 	c.mu.Lock()
-	f := cacheFile{Version: cacheVersion, Services: make(map[string][]string, len(c.lists))}
 	for k, v := range c.lists {
 		f.Services[k] = v
 	}

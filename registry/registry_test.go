@@ -79,6 +79,19 @@ func TestCacheRoundTrip(t *testing.T) {
 	if urls, ok := c2.Load("other:1.0"); !ok || len(urls) != 0 {
 		t.Fatalf("reloaded empty entry: %v %v", urls, ok)
 	}
+	// Another process's cache over the same file keeps entries it does
+	// not know.
+	c3 := registry.OpenCache(path, nil)
+	c4 := registry.OpenCache(path, nil)
+	_ = c3.Store("only.c3", []*protocol.URL{prov(7)})
+	_ = c4.Store("demo.Greeter", []*protocol.URL{prov(3)})
+	c5 := registry.OpenCache(path, nil)
+	if urls, ok := c5.Load("only.c3"); !ok || len(urls) != 1 {
+		t.Fatalf("entry of the other writer lost: %v %v", urls, ok)
+	}
+	if urls, _ := c5.Load("demo.Greeter"); len(urls) != 1 || urls[0].Port != 3 {
+		t.Fatalf("last writer did not win: %v", urls)
+	}
 	// Memory-only cache.
 	m := registry.OpenCache("", nil)
 	_ = m.Store("x", []*protocol.URL{prov(1)})
