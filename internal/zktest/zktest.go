@@ -48,6 +48,7 @@ type Launcher struct {
 	Script string
 }
 
+// String describes the launcher, for messages.
 func (l Launcher) String() string {
 	if l.Script != "" {
 		return "script " + l.Script

@@ -192,6 +192,7 @@ func (r *Registry) Stats() Stats {
 // zkLogger sends go-zookeeper's log lines to zap at debug level.
 type zkLogger struct{ l *zap.Logger }
 
+// Printf implements zk.Logger.
 func (z zkLogger) Printf(format string, args ...any) { z.l.Debug(fmt.Sprintf(format, args...)) }
 
 // dialLocked starts a new zk.Conn. r.mu must be held, so the event
