@@ -1,0 +1,33 @@
+package registry_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/minidubbo/minidubbo/registry"
+)
+
+// FuzzOpenCache feeds arbitrary bytes as a cache file: loading must never
+// panic, and whatever loads must survive a Store round trip.
+func FuzzOpenCache(f *testing.F) {
+	f.Add([]byte(`{"version":1,"services":{"demo.Greeter":["dubbo://127.0.0.1:1/demo.Greeter?interface=demo.Greeter"]}}`))
+	f.Add([]byte(`{"version":1,"services":{"k":["%zz","x://"]}}`))
+	f.Add([]byte(`{"version":1,"services":null}`))
+	f.Add([]byte("\x00\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "c.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := registry.OpenCache(path, nil)
+		urls, _ := c.Load("demo.Greeter")
+		if err := c.Store("demo.Greeter", urls); err != nil {
+			t.Fatal(err)
+		}
+		again, ok := registry.OpenCache(path, nil).Load("demo.Greeter")
+		if !ok || len(again) != len(urls) {
+			t.Fatalf("round trip: %d urls then %d (%v)", len(urls), len(again), ok)
+		}
+	})
+}
