@@ -501,3 +501,28 @@ func BenchmarkDirectoryList(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDirectoryInvoke measures List plus a call through the in-flight
+// counting wrapper, against calling the fake invoker directly.
+func BenchmarkDirectoryInvoke(b *testing.B) {
+	p := newFakeProtocol()
+	d, _ := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p})
+	defer d.Close()
+	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3)})
+	ctx := context.Background()
+	inv := &protocol.Invocation{Method: "Hi"}
+	b.Run("direct", func(b *testing.B) {
+		f := p.invoker(1)
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = f.Invoke(ctx, inv)
+		}
+	})
+	b.Run("directory", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			l, _ := d.List(inv)
+			_, _ = l[0].Invoke(ctx, inv)
+		}
+	})
+}
