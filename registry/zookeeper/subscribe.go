@@ -20,7 +20,13 @@ type sub struct {
 	kick     chan struct{}
 	done     chan struct{}
 	stopped  bool
+	// bad holds the malformed child names already reported, so each is
+	// logged and counted once per subscription (only its goroutine uses it).
+	bad map[string]struct{}
 }
+
+// maxBadRemembered bounds sub.bad.
+const maxBadRemembered = 1024
 
 func (s *sub) stop() {
 	if !s.stopped {
@@ -266,8 +272,16 @@ func (r *Registry) parseProviders(s *sub, p string, kids []string) []*protocol.U
 			err = errors.New("provider URL without host:port")
 		}
 		if err != nil {
-			r.malformed.Add(1)
-			r.log.Warn("zookeeper: malformed provider node ignored", zap.String("node", p+"/"+k), zap.Error(err))
+			if _, seen := s.bad[k]; !seen {
+				if s.bad == nil {
+					s.bad = map[string]struct{}{}
+				}
+				if len(s.bad) < maxBadRemembered {
+					s.bad[k] = struct{}{}
+				}
+				r.malformed.Add(1)
+				r.log.Warn("zookeeper: malformed provider node ignored", zap.String("node", p+"/"+k), zap.Error(err))
+			}
 			continue
 		}
 		urls = append(urls, u)

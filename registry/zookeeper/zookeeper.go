@@ -114,7 +114,8 @@ type Stats struct {
 	Sessions uint64
 	// Redials counts connections the watchdog dropped and dialled afresh.
 	Redials uint64
-	// Malformed counts child names skipped because they did not parse.
+	// Malformed counts child names skipped because they did not parse
+	// (each name once per subscription).
 	Malformed uint64
 	// Truncated counts children ignored beyond Options.MaxChildren.
 	Truncated uint64

@@ -152,6 +152,10 @@ func TestHealthy(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.waitAddrs(ctx, t, addr(20021), addr(20022))
+		// Re-listing does not report the same junk again.
+		if got := cons.Stats().Malformed; got != 4 {
+			t.Fatalf("malformed = %d after a re-list, want 4", got)
+		}
 	})
 
 	t.Run("MaxChildren", func(t *testing.T) {
