@@ -339,6 +339,10 @@ type urlInvoker struct {
 
 func (u *urlInvoker) URL() *protocol.URL { return u.url }
 
+// Unwrap lets the protocol find the provider's argument types behind the
+// filters.
+func (u *urlInvoker) Unwrap() protocol.Invoker { return u.Invoker }
+
 func setIf(m map[string]string, k, v string) {
 	if v != "" {
 		m[k] = v
@@ -632,8 +636,8 @@ type methodOptions struct {
 }
 
 // methodInvoker applies the reference's per-method options (timeout,
-// retries, load balancer) and the default timeout when the caller's
-// context has no deadline.
+// retries, load balancer). The timeout bounds each call together with the
+// caller's context deadline, the sooner winning.
 type methodInvoker struct {
 	def        protocol.Invoker
 	url        *protocol.URL
@@ -661,10 +665,10 @@ func (m *methodInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*
 			inv = &c
 		}
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+	if inv.Timeout <= 0 {
+		c := *inv
+		c.Timeout = timeout
+		inv = &c
 	}
 	return next.Invoke(ctx, inv)
 }

@@ -227,7 +227,14 @@ func isStatusError(err error) bool {
 	if errors.As(err, &se) {
 		return false
 	}
-	return errors.Is(err, exchange.ErrServiceNotFound) || errors.Is(err, exchange.ErrBadRequest)
+	var st *exchange.StatusError
+	if errors.As(err, &st) {
+		return true
+	}
+	// Limits a provider-side filter enforces (executes) answer "busy", which
+	// consumers may retry elsewhere, rather than a business error.
+	return errors.Is(err, exchange.ErrServiceNotFound) || errors.Is(err, exchange.ErrBadRequest) ||
+		errors.Is(err, exchange.ErrServerBusy)
 }
 
 // ctxWithTimeout derives the provider-side context of a call.

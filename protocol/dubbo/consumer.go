@@ -57,6 +57,10 @@ type lazyConn struct {
 	addr string
 	cur  atomic.Pointer[exchange.Client]
 
+	// unusable mirrors down != nil || closed, for available(), which must
+	// not wait for c.mu while a dial holds it.
+	unusable atomic.Bool
+
 	mu      sync.Mutex
 	dialled bool  // a dial was attempted
 	down    error // why no connection is up, while reconnecting
@@ -101,7 +105,7 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	c.dialled = true
 	cl, err := c.dial(ctx)
 	if err != nil {
-		c.down = err
+		c.setDown(err)
 		c.wg.Go(func() { c.reconnect(nil) })
 		return nil, err
 	}
@@ -123,7 +127,7 @@ func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
 // use installs cl (under c.mu) and watches it.
 func (c *lazyConn) use(cl *exchange.Client) {
 	c.cur.Store(cl)
-	c.down = nil
+	c.setDown(nil)
 	c.wg.Go(func() {
 		select {
 		case <-cl.Done():
@@ -143,7 +147,7 @@ func (c *lazyConn) reconnect(old *exchange.Client) {
 			c.mu.Unlock()
 			return
 		}
-		c.down = fmt.Errorf("%w: connection to %s lost (%v), reconnecting", exchange.ErrClosed, c.addr, old.Err())
+		c.setDown(fmt.Errorf("%w: connection to %s lost (%v), reconnecting", exchange.ErrClosed, c.addr, old.Err()))
 		c.mu.Unlock()
 		c.p.opts.Logger.Info("connection lost", zap.String("addr", c.addr), zap.Error(old.Err()))
 	}
@@ -180,26 +184,34 @@ func (c *lazyConn) reconnect(old *exchange.Client) {
 			c.p.opts.Logger.Info("reconnected", zap.String("addr", c.addr))
 			return
 		}
-		c.down = err
+		c.setDown(err)
 		c.mu.Unlock()
 		wait = min(2*wait, c.p.opts.MaxReconnect)
 		t.Reset(wait)
 	}
 }
 
+// setDown records why no connection is up (nil: one is). c.mu is held.
+func (c *lazyConn) setDown(err error) {
+	c.down = err
+	c.unusable.Store(err != nil || c.closed)
+}
+
+// available reports whether a call may be sent: the connection is up and
+// the provider did not announce shutdown, or no connection was needed yet,
+// or the first dial is under way (calls wait for it). It never blocks.
 func (c *lazyConn) available() bool {
 	if cl := c.cur.Load(); alive(cl) {
 		return !cl.ReadOnly()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.closed && !c.dialled
+	return !c.unusable.Load()
 }
 
 func (c *lazyConn) close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
+		c.unusable.Store(true)
 		close(c.stop)
 	}
 	c.mu.Unlock()
@@ -302,14 +314,15 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	if err != nil {
 		return nil, err
 	}
-	var timeout time.Duration
-	dl, hasDeadline := ctx.Deadline()
-	if !hasDeadline {
+	// The call ends at the sooner of the context's deadline and the
+	// timeout: the invocation's, else the provider URL's for the method.
+	timeout := inv.Timeout
+	if timeout <= 0 {
 		timeout = r.methodTimeout(inv.Method)
 	}
-	millis := timeout.Milliseconds()
-	if hasDeadline {
-		millis = max(time.Until(dl).Milliseconds(), 1)
+	millis := max(timeout.Milliseconds(), 1)
+	if dl, ok := ctx.Deadline(); ok {
+		millis = min(millis, max(time.Until(dl).Milliseconds(), 1))
 	}
 	atts := inv.Attachments
 	if ca := service.AttachmentsFrom(ctx); len(ca) > 0 {

@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
@@ -192,6 +193,12 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	}
 	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts}
 	res, err := s.invoke(ctx, e.inv, inv)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The method gave up because the call's time ran out: that is a
+		// timeout the consumer can retry, not a business error.
+		err = &exchange.StatusError{Status: exchange.StatusServerTimeout,
+			Message: fmt.Sprintf("dubbo: %s.%s: %v on the provider", r.service, r.method, err)}
+	}
 	if err != nil && isStatusError(err) {
 		return nil, err
 	}

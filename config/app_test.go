@@ -1,0 +1,205 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/registry/memory"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+type Order struct {
+	ID    int64             `msgpack:"id"`
+	Items []string          `msgpack:"items"`
+	Meta  map[string]string `msgpack:"meta"`
+}
+
+type orders struct {
+	block   chan struct{}
+	started chan struct{}
+}
+
+func (o *orders) Total(_ context.Context, ord Order, factor int) (int, error) {
+	return len(ord.Items) * factor, nil
+}
+
+func (o *orders) Echo(_ context.Context, ord *Order) (*Order, error) { return ord, nil }
+
+func (o *orders) Slow(ctx context.Context) (string, error) {
+	o.started <- struct{}{}
+	select {
+	case <-o.block:
+		return "done", nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func (o *orders) Tag(ctx context.Context) (string, error) {
+	v, _ := service.Attachment(ctx, "from")
+	return v, nil
+}
+
+type ordersClient struct {
+	Total func(ctx context.Context, ord Order, factor int) (int, error)
+	Echo  func(ctx context.Context, ord *Order) (*Order, error)
+	Slow  func(ctx context.Context) (string, error)
+	Tag   func(ctx context.Context) (string, error)
+}
+
+func memoryApp(t *testing.T, reg *memory.Registry, svc config.ServiceConfig, ref config.ReferenceConfig) *config.Application {
+	t.Helper()
+	c := &config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
+	}
+	if svc.Interface != "" {
+		c.Services = map[string]config.ServiceConfig{"orders": svc}
+	}
+	if ref.Interface != "" {
+		c.References = map[string]config.ReferenceConfig{"orders": ref}
+	}
+	app, err := config.New(c, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	return app
+}
+
+// Struct, pointer and map arguments reach the provider in their declared
+// types through the filter chain config builds.
+func TestExportReferStructArguments(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{})
+	_, err := prov.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+	var c ordersClient
+	require.NoError(t, cons.Refer(ctx, "orders", &c))
+
+	n, err := c.Total(ctx, Order{ID: 1, Items: []string{"a", "b", "c"}}, 2)
+	require.NoError(t, err)
+	assert.Equal(t, 6, n)
+	in := &Order{ID: 7, Items: []string{"x"}, Meta: map[string]string{"k": "v"}}
+	out, err := c.Echo(ctx, in)
+	require.NoError(t, err)
+	assert.Equal(t, in, out)
+	tag, err := c.Tag(service.WithAttachment(ctx, "from", "tester"))
+	require.NoError(t, err)
+	assert.Equal(t, "tester", tag)
+
+	// Both sides counted the calls.
+	var provCalls, consCalls int64
+	for _, s := range prov.Monitor().Snapshot() {
+		provCalls += s.Calls
+	}
+	for _, s := range cons.Monitor().Snapshot() {
+		consCalls += s.Calls
+	}
+	assert.Equal(t, int64(3), provCalls)
+	assert.Equal(t, int64(3), consCalls)
+}
+
+// A token on the service: callers through the registry carry it; a caller
+// that bypasses the registry without it is refused.
+func TestTokenChecked(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders", Token: "true"}, config.ReferenceConfig{})
+	u, err := prov.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	require.Len(t, u.Param("token", ""), 32)
+
+	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+	var c ordersClient
+	require.NoError(t, cons.Refer(ctx, "orders", &c))
+	_, err = c.Tag(ctx)
+	require.NoError(t, err)
+
+	direct := memoryApp(t, memory.New(), config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", URL: u.Address()})
+	var d ordersClient
+	require.NoError(t, direct.Refer(ctx, "orders", &d))
+	_, err = d.Tag(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "invalid token")
+}
+
+// executes bounds concurrent calls of a service: the call over the bound
+// is answered "server busy" and is not retried into success on the same
+// single provider.
+func TestExecutesLimit(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	o := &orders{block: make(chan struct{}), started: make(chan struct{}, 4)}
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders", Executes: 1}, config.ReferenceConfig{})
+	_, err := prov.Export(ctx, "orders", o)
+	require.NoError(t, err)
+	zero := 0
+	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true, Retries: &zero, Timeout: 10 * time.Second})
+	var c ordersClient
+	require.NoError(t, cons.Refer(ctx, "orders", &c))
+
+	var wg sync.WaitGroup
+	var first error
+	wg.Go(func() { _, first = c.Slow(ctx) })
+	<-o.started
+	_, err = c.Slow(ctx)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, exchange.ErrServerBusy), "got %v", err)
+	close(o.block)
+	wg.Wait()
+	require.NoError(t, first)
+}
+
+// Per-method timeout overrides the reference's.
+func TestMethodTimeout(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	o := &orders{block: make(chan struct{}), started: make(chan struct{}, 4)}
+	defer close(o.block)
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{})
+	_, err := prov.Export(ctx, "orders", o)
+	require.NoError(t, err)
+	zero := 0
+	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{
+		Interface: "test.Orders", Check: true, Retries: &zero, Timeout: time.Minute,
+		Methods: map[string]config.MethodConfig{"Slow": {Timeout: 100 * time.Millisecond}},
+	})
+	var c ordersClient
+	require.NoError(t, cons.Refer(ctx, "orders", &c))
+	_, err = c.Slow(ctx)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, exchange.ErrTimeout) || errors.Is(err, context.DeadlineExceeded), "got %v", err)
+}
+
+// Unknown ids and names are errors listing the known ones.
+func TestUnknownNames(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	app := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{Interface: "test.Orders"})
+	_, err := app.Export(ctx, "nope", &orders{})
+	require.ErrorContains(t, err, `unknown service "nope" (known: orders)`)
+	var c ordersClient
+	require.ErrorContains(t, app.Refer(ctx, "nope", &c), `unknown reference "nope" (known: orders)`)
+
+	_, err = config.New(&config.Config{References: map[string]config.ReferenceConfig{
+		"x": {URL: "127.0.0.1:1", LoadBalance: "fastest"},
+	}})
+	require.ErrorContains(t, err, `references.x.loadbalance: unknown "fastest" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`)
+	_, err = config.New(&config.Config{References: map[string]config.ReferenceConfig{
+		"x": {URL: "127.0.0.1:1", Cluster: "retry"},
+	}})
+	require.ErrorContains(t, err, `references.x.cluster: unknown "retry" (known: broadcast, failback, failfast, failover, failsafe, forking)`)
+}
