@@ -37,7 +37,7 @@ func (c *fakeClock) now() time.Time {
 	return c.t
 }
 
-var boom = errors.New("boom")
+var errBoom = errors.New("boom")
 
 func answer(err error) protocol.Invoker {
 	return protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) {
@@ -63,8 +63,8 @@ func TestCounts(t *testing.T) {
 		assert.Equal(t, "ok", res.Value)
 	}
 	clock.step = 2 * time.Millisecond
-	_, err := f.Invoke(ctx, hello, answer(boom))
-	assert.Same(t, boom, err, "errors pass through unchanged")
+	_, err := f.Invoke(ctx, hello, answer(errBoom))
+	assert.Same(t, errBoom, err, "errors pass through unchanged")
 
 	snap := m.Snapshot()
 	require.Len(t, snap, 1)
@@ -178,7 +178,7 @@ func TestHammer(t *testing.T) {
 				inv := &protocol.Invocation{Service: "s", Method: methods[(g+i)%len(methods)]}
 				var err error
 				if i%5 == 0 {
-					err = boom
+					err = errBoom
 				}
 				_, _ = f.Invoke(ctx, inv, answer(err))
 				if i%100 == 0 {

@@ -34,7 +34,8 @@ type greeterClient struct {
 	Add      func(ctx context.Context, a, b int32) (int64, error)
 	Ping     func(ctx context.Context) error
 	Skipped  func(ctx context.Context) error `dubbo:"-"`
-	note     string                          //nolint:unused // unexported non-func fields are ignored
+	//lint:ignore U1000 unexported non-func fields are ignored by Refer
+	note string
 }
 
 // recorder is a fake invoker that records invocations and answers by
@@ -334,7 +335,7 @@ func TestGenericOverFake(t *testing.T) {
 
 	_, err = g.Invoke(ctx, "", nil)
 	assert.ErrorContains(t, err, "empty method name")
-	//nolint:staticcheck
+	//lint:ignore SA1012 a nil context must be refused
 	_, err = g.Invoke(nil, "X", nil)
 	assert.ErrorIs(t, err, proxy.ErrNilContext)
 	_, err = proxy.NewGeneric(nil)

@@ -121,8 +121,7 @@ type Conn struct {
 
 	mu       sync.Mutex
 	queue    []*Buffer
-	queued   int // bytes in queue
-	spare    []*Buffer
+	queued   int   // bytes in queue
 	err      error // first error; set once
 	graceful bool
 

@@ -64,9 +64,8 @@ func newClock() *clock {
 	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	return c
 }
-func (c *clock) now() time.Time           { return time.Unix(0, c.ns.Load()) }
-func (c *clock) add(d time.Duration)      { c.ns.Add(int64(d)) }
-func (c *clock) ms(d time.Duration) int64 { return c.now().Add(d).UnixMilli() }
+func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func call(method string, args ...any) *protocol.Invocation {
 	return &protocol.Invocation{Service: "demo.Greeter", Method: method, Args: args}

@@ -74,7 +74,7 @@ func run(ctx context.Context, addr, name string) error {
 
 	q, err := g.Divide(ctx, 7, 2)
 	if err != nil {
-		return fmt.Errorf("Divide: %w", err)
+		return fmt.Errorf("divide: %w", err)
 	}
 	fmt.Println("Divide(7, 2):", q)
 
