@@ -201,10 +201,14 @@ func (c *lazyConn) setDown(err error) {
 // the provider did not announce shutdown, or no connection was needed yet,
 // or the first dial is under way (calls wait for it). It never blocks.
 func (c *lazyConn) available() bool {
-	if cl := c.cur.Load(); alive(cl) {
+	cl := c.cur.Load()
+	switch {
+	case cl == nil: // never connected: before or during the first dial, or it failed
+		return !c.unusable.Load()
+	case alive(cl):
 		return !cl.ReadOnly()
 	}
-	return !c.unusable.Load()
+	return false // the connection died; a re-dial installs a new one
 }
 
 func (c *lazyConn) close() {
