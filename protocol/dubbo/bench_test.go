@@ -18,6 +18,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/proxy"
 )
 
 // payload is the 581-byte argument of the benchmarks (issue 2, "Speed").
@@ -41,6 +42,25 @@ func benchDubbo(b *testing.B, u *protocol.URL, parallelism int) {
 	call := func() {
 		var reply string
 		_, err := inv.Invoke(ctx, &protocol.Invocation{Service: "bench.Echo", Method: "Echo", Args: []any{payload}, Reply: &reply})
+		if err != nil || len(reply) != len(payload) {
+			b.Errorf("call: %v (reply %d bytes)", err, len(reply))
+		}
+	}
+	call()
+	run(b, parallelism, call)
+}
+
+// benchStub is benchDubbo through a consumer stub made by proxy.Refer, the
+// way application code calls.
+func benchStub(b *testing.B, u *protocol.URL, parallelism int) {
+	cli := newProtocol(b, nil)
+	var stub struct {
+		Echo func(ctx context.Context, s string) (string, error)
+	}
+	require.NoError(b, proxy.Refer(&stub, refer(b, cli, u)))
+	ctx := context.Background()
+	call := func() {
+		reply, err := stub.Echo(ctx, payload)
 		if err != nil || len(reply) != len(payload) {
 			b.Errorf("call: %v (reply %d bytes)", err, len(reply))
 		}
@@ -175,13 +195,15 @@ func startBenchProvider(b *testing.B) (dubboPort int, rpcAddr string) {
 }
 
 // BenchmarkCall is one loopback call with a 581-byte argument and reply, at
-// 1 and 100 concurrent callers, through dubbo and through net/rpc. The
+// 1 and 100 concurrent callers, through dubbo (the protocol invoker, and a
+// consumer stub on it) and through net/rpc. The
 // providers run in a child process: the figures are the consumer side's.
 func BenchmarkCall(b *testing.B) {
 	port, rpcAddr := startBenchProvider(b)
 	u := protocol.NewURL("dubbo", "127.0.0.1", port, "bench.Echo", nil)
 	for _, n := range []int{1, 100} {
 		b.Run("dubbo/callers="+itoa(n), func(b *testing.B) { benchDubbo(b, u, n) })
+		b.Run("stub/callers="+itoa(n), func(b *testing.B) { benchStub(b, u, n) })
 		b.Run("netrpc/callers="+itoa(n), func(b *testing.B) { benchNetRPC(b, rpcAddr, n) })
 	}
 }
