@@ -283,9 +283,9 @@ func New(dir Directory, opts Options) (*Invoker, error) {
 	c := &Invoker{dir: dir, url: o.URL, log: o.Logger, now: o.Now, retries: o.Retries, forks: o.Forks, name: o.Strategy}
 	c.lb = o.Balancer
 	if c.lb == nil {
-		bopts := append([]loadbalance.Option{loadbalance.WithNow(o.Now)}, o.BalancerOptions...)
-		stats := loadbalance.NewStats(o.Now)
-		bopts = append(bopts, loadbalance.WithStats(stats))
+		// Fresh statistics unless BalancerOptions bring shared ones (several
+		// cluster invokers over one directory should share them).
+		bopts := append([]loadbalance.Option{loadbalance.WithNow(o.Now), loadbalance.WithStats(loadbalance.NewStats(o.Now))}, o.BalancerOptions...)
 		if c.lb, err = o.Balancers.New(o.LoadBalance, bopts...); err != nil {
 			return nil, err
 		}

@@ -476,6 +476,7 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 	// One cluster invoker per load balancer in use: the reference's, and
 	// those that methods override.
 	byBalancer := map[string]*cluster.Invoker{}
+	stats := loadbalance.NewStats(nil) // in-flight and latency per provider, shared by them all
 	newCluster := func(lb string) (*cluster.Invoker, error) {
 		if c, ok := byBalancer[lb]; ok {
 			return c, nil
@@ -485,14 +486,15 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 			retries = -1 // cluster: negative means none
 		}
 		c, err := cluster.New(dir, cluster.Options{
-			Strategy:    rc.Cluster,
-			Strategies:  a.strategies,
-			LoadBalance: lb,
-			Balancers:   a.balancers,
-			Retries:     retries,
-			Routers:     routers,
-			Logger:      a.log.Named("cluster"),
-			URL:         consumer,
+			Strategy:        rc.Cluster,
+			Strategies:      a.strategies,
+			LoadBalance:     lb,
+			Balancers:       a.balancers,
+			BalancerOptions: []loadbalance.Option{loadbalance.WithStats(stats)},
+			Retries:         retries,
+			Routers:         routers,
+			Logger:          a.log.Named("cluster"),
+			URL:             consumer,
 		})
 		if err != nil {
 			return nil, err
