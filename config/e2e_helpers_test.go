@@ -164,6 +164,27 @@ func startLoad(ctx context.Context, c *namedClient, workers int) *load {
 	return l
 }
 
+// snapshot returns the per-provider counts so far.
+func (l *load) snapshot() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps(l.by)
+}
+
+// waitFor checks cond every 10 ms until it holds.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // finish stops the load and returns the per-provider counts.
 func (l *load) finish() map[string]int64 {
 	if !l.stopped {

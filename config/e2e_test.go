@@ -2,6 +2,9 @@ package config_test
 
 import (
 	"context"
+	"errors"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,5 +218,43 @@ func TestE2EMalformedProviderNode(t *testing.T) {
 	l := startLoad(ctx, c, 2)
 	l.waitServedBy(ctx, t, "A")
 	l.waitCalls(ctx, t, 100)
+	l.requireNoFailures(t)
+}
+
+// A condition rule written into the service's routers node in ZooKeeper
+// (as Dubbo's admin tools do) steers calls while they run, and removing it
+// restores the spread.
+func TestE2ERoutingRuleFromRegistry(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := rawZK(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB)
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 2)
+	l.waitServedBy(ctx, t, "A", "B")
+
+	_, portB, _ := strings.Cut(addrB, ":")
+	rule := url.QueryEscape("method = Who => port = " + portB)
+	node := "/dubbo/" + e2eInterface + "/routers/" + url.QueryEscape("condition://0.0.0.0/"+e2eInterface+"?category=routers&force=true&rule="+rule)
+	for _, p := range []string{"/dubbo/" + e2eInterface + "/routers"} {
+		if _, err := raw.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := raw.Create(node, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until only B answers: 200 calls in a row with none from A.
+	waitFor(ctx, t, "the rule to apply", func() bool {
+		before := l.snapshot()["A"]
+		l.waitCalls(ctx, t, 200)
+		return l.snapshot()["A"] == before
+	})
+	if err := raw.Delete(node, -1); err != nil {
+		t.Fatal(err)
+	}
+	l.waitServedBy(ctx, t, "A", "B")
 	l.requireNoFailures(t)
 }
