@@ -397,6 +397,24 @@ func executeLimit(n int) protocol.Filter {
 // through the reference's router, load balancer and fault-tolerance
 // strategy. See proxy.Refer for the rules on stub's fields.
 func (a *Application) Refer(ctx context.Context, id string, stub any) error {
+	return a.refer(ctx, id, func(inv protocol.Invoker) error { return proxy.Refer(stub, inv) })
+}
+
+// ReferGeneric returns a generic client for the reference id: it calls any
+// method by name with []any arguments, without the service's Go types, for
+// tools such as the minidubbo CLI. Arguments are converted to the provider's
+// parameter types when no value is lost.
+func (a *Application) ReferGeneric(ctx context.Context, id string) (*proxy.Generic, error) {
+	var g *proxy.Generic
+	err := a.refer(ctx, id, func(inv protocol.Invoker) (err error) {
+		g, err = proxy.NewGeneric(inv)
+		return err
+	})
+	return g, err
+}
+
+// refer builds the reference id and hands its top invoker to bind.
+func (a *Application) refer(ctx context.Context, id string, bind func(protocol.Invoker) error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -563,7 +581,7 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 			a.log.Warn("no provider list yet; calls fail until one arrives", zap.String("reference", id), zap.Error(err))
 		}
 	}
-	if err := proxy.Refer(stub, mi); err != nil {
+	if err := bind(mi); err != nil {
 		ref.close()
 		return fmt.Errorf("config: refer %s: %w", id, err)
 	}

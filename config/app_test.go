@@ -203,3 +203,23 @@ func TestUnknownNames(t *testing.T) {
 	}})
 	require.ErrorContains(t, err, `references.x.cluster: unknown "retry" (known: broadcast, failback, failfast, failover, failsafe, forking)`)
 }
+
+// A generic client calls by method name with plain arguments.
+func TestReferGeneric(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{})
+	_, err := prov.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+	g, err := cons.ReferGeneric(ctx, "orders")
+	require.NoError(t, err)
+	v, err := g.Invoke(ctx, "Total", []any{map[string]any{"id": 1, "items": []any{"a", "b"}}, 3})
+	require.NoError(t, err)
+	assert.EqualValues(t, 6, v)
+	_, err = g.Invoke(ctx, "Nope", nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	assert.Contains(t, err.Error(), "Nope")
+}
