@@ -2,6 +2,14 @@
 // is named by its first argument:
 //
 //	minidubbo lb -algo roundrobin -weights A=5,B=1,C=1 -n 7
+//	minidubbo ls -registry zookeeper://127.0.0.1:2181 -service demo.hello.Greeter
+//	minidubbo invoke -service demo.hello.Greeter -method SayHello -args '["world"]'
+//
+// lb explores a load-balancing algorithm on made-up providers; ls lists what
+// is registered in ZooKeeper (services, their providers with address,
+// version, group, weight and methods, and how many consumers); invoke calls
+// one method through the whole framework, found in the registry or at -url,
+// and prints the result as JSON.
 //
 // Run it without arguments to list the subcommands.
 package main
@@ -23,7 +31,9 @@ type command struct {
 
 // commands is the table of subcommands, by name. To add one, add a line.
 var commands = map[string]command{
-	"lb": {"explore a load-balancing algorithm without servers", runLB},
+	"invoke": {"call one method of a service and print the result as JSON", runInvoke},
+	"lb":     {"explore a load-balancing algorithm without servers", runLB},
+	"ls":     {"list the services, providers and consumers registered in ZooKeeper", runLS},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/service"
+)
+
+const invokeUsage = `usage: minidubbo invoke [flags]
+
+Calls one method of a service through the whole framework (registry,
+router, load balancer, protocol) and prints the result as JSON. Providers
+are found in the registry, or called directly with -url. Examples:
+
+  minidubbo invoke -service demo.hello.Greeter -method SayHello -args '["world"]'
+  minidubbo invoke -url 127.0.0.1:20880 -service demo.Calc -method Add -args '[1, 2]'
+  minidubbo invoke -service demo.Orders -version 1.0 -method Find -args '[{"id": 7}]' -attach dubbo.tag=gray
+
+Arguments are a JSON array; integers stay integers, and an object may stand
+for a struct parameter. A business error prints "error (code N): message".
+The exit status is 0 on success, 1 when the call fails, 2 for bad flags.
+
+flags:
+`
+
+const invokeRef = "cli"
+
+func runInvoke(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, invokeUsage)
+		fs.PrintDefaults()
+	}
+	regAddr := fs.String("registry", defaultRegistry, "registry address (zookeeper://host:port[,host:port...])")
+	direct := fs.String("url", "", "call these providers directly, host:port[,host:port...], without a registry")
+	iface := fs.String("service", "", "interface of the service (required)")
+	version := fs.String("version", "", "version of the service")
+	group := fs.String("group", "", "group of the service")
+	method := fs.String("method", "", "method to call (required)")
+	rawArgs := fs.String("args", "[]", "arguments, a JSON array")
+	timeout := fs.Duration("timeout", 3*time.Second, "bound on finding providers, and on the call")
+	attach := fs.String("attach", "", "attachments sent with the call, key=value,...")
+	compact := fs.Bool("json", false, "print the result as JSON on one line (default: indented)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(err error) int {
+		fmt.Fprintf(stderr, "minidubbo invoke: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usageErr(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	registrySet := false
+	fs.Visit(func(f *flag.Flag) { registrySet = registrySet || f.Name == "registry" })
+	switch {
+	case *iface == "":
+		return usageErr(errors.New("-service is required"))
+	case *method == "":
+		return usageErr(errors.New("-method is required"))
+	case *timeout <= 0:
+		return usageErr(errors.New("-timeout must be positive"))
+	case registrySet && *direct != "":
+		return usageErr(errors.New("give -registry or -url, not both"))
+	}
+	callArgs, err := parseArgs(*rawArgs)
+	if err != nil {
+		return usageErr(fmt.Errorf("-args: %w", err))
+	}
+	attachments, err := parsePairs(*attach, "attach", func(s string) (string, error) { return s, nil })
+	if err != nil {
+		return usageErr(err)
+	}
+
+	retries := 0 // a call may not be idempotent: try it once
+	ref := config.ReferenceConfig{
+		Interface: *iface,
+		Version:   *version,
+		Group:     *group,
+		URL:       *direct,
+		Timeout:   *timeout,
+		Retries:   &retries,
+		Check:     true,
+	}
+	cfg := &config.Config{
+		Application: config.ApplicationConfig{Name: "minidubbo-cli"},
+		References:  map[string]config.ReferenceConfig{invokeRef: ref},
+		Shutdown:    config.ShutdownConfig{Timeout: *timeout},
+	}
+	if *direct == "" {
+		cfg.Registries = map[string]config.RegistryConfig{"registry": {
+			Address:   *regAddr,
+			Timeout:   *timeout,
+			CacheFile: "-", // a one-shot call should see the registry, not a cache
+		}}
+	}
+	app, err := config.New(cfg)
+	if err != nil {
+		return usageErr(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+	}()
+
+	fail := func(err error) int {
+		var se *service.Error
+		if errors.As(err, &se) {
+			fmt.Fprintf(stderr, "error (code %d): %s\n", se.Code, se.Message)
+		} else {
+			fmt.Fprintf(stderr, "minidubbo invoke: %v\n", err)
+		}
+		return 1
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	g, err := app.ReferGeneric(rctx, invokeRef)
+	cancel()
+	if err != nil {
+		if *direct == "" && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no provider list for %s from %s within %v (is the registry up?): %w", *iface, *regAddr, *timeout, err)
+		}
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	for _, a := range attachments {
+		ctx = service.WithAttachment(ctx, a.name, a.v)
+	}
+	res, err := g.Invoke(ctx, *method, callArgs)
+	if err != nil {
+		return fail(err)
+	}
+	out, err := marshalResult(res, !*compact)
+	if err != nil {
+		return fail(fmt.Errorf("the result (%T) does not print as JSON: %w", res, err))
+	}
+	_, _ = stdout.Write(out)
+	return 0
+}
+
+// parseArgs decodes a JSON array of arguments; numbers become int64 when
+// they are integers and float64 otherwise, so that integers reach the
+// provider as integers.
+func parseArgs(s string) ([]any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty; give a JSON array such as [] or [1, \"a\"]")
+		}
+		return nil, fmt.Errorf("not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("extra data after the JSON array")
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("must be a JSON array, not %s", jsonKind(v))
+	}
+	for i := range arr {
+		arr[i] = numbers(arr[i])
+	}
+	return arr, nil
+}
+
+// numbers replaces every json.Number in v by an int64 or a float64.
+func numbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64() // the decoder checked the syntax
+		return f
+	case []any:
+		for i := range x {
+			x[i] = numbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = numbers(x[k])
+		}
+	}
+	return v
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// marshalResult encodes a decoded reply as JSON, followed by a newline.
+func marshalResult(v any, indent bool) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(stringKeys(v)); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// stringKeys turns maps with non-string keys (which some decoders produce)
+// into maps with string keys, which JSON can hold.
+func stringKeys(v any) any {
+	switch x := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = stringKeys(e)
+		}
+		return m
+	case map[string]any:
+		for k, e := range x {
+			x[k] = stringKeys(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = stringKeys(e)
+		}
+	}
+	return v
+}
