@@ -110,7 +110,13 @@ func runLS(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *asJSON {
-		return writeJSON(stdout, listing)
+		b, err := marshalResult(listing, false)
+		if err != nil {
+			fmt.Fprintf(stderr, "minidubbo ls: %v\n", err)
+			return 1
+		}
+		_, _ = stdout.Write(b)
+		return 0
 	}
 	printListing(stdout, listing, "/"+root)
 	return 0

@@ -167,6 +167,7 @@ func TestRegistryCommands(t *testing.T) {
 			assert.Equal(t, []string{"Add", "Attachment", "Div", "Kind"}, p.Methods)
 			assert.Equal(t, "1.0", p.Version)
 			assert.Contains(t, p.URL, "dubbo://"+p.Address+"/"+calcInterface+"?")
+			assert.Contains(t, out, p.URL, "URLs are printed unescaped")
 		}
 		assert.Equal(t, 100, byAddr[f.addrA].Weight)
 		assert.Equal(t, 50, byAddr[f.addrB].Weight)
