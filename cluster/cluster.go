@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
 )
@@ -164,43 +164,28 @@ func (f StrategyFunc) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invo
 type StrategyFactory func(o Options) (Strategy, error)
 
 // Table maps strategy names to factories. Safe for concurrent use.
-type Table struct {
-	mu sync.RWMutex
-	m  map[string]StrategyFactory
-}
+type Table struct{ t *named.Table[StrategyFactory] }
 
 // Builtin returns a new Table holding failover, failfast, failsafe,
 // failback, forking and broadcast.
 func Builtin() *Table {
-	return &Table{m: map[string]StrategyFactory{
+	return &Table{named.New("cluster", "strategy", map[string]StrategyFactory{
 		Failover:  func(Options) (Strategy, error) { return StrategyFunc(failover), nil },
 		Failfast:  func(Options) (Strategy, error) { return StrategyFunc(failfast), nil },
 		Failsafe:  func(Options) (Strategy, error) { return StrategyFunc(failsafe), nil },
 		Failback:  func(o Options) (Strategy, error) { return newFailback(o), nil },
 		Forking:   func(Options) (Strategy, error) { return &forking{}, nil },
 		Broadcast: func(Options) (Strategy, error) { return StrategyFunc(broadcast), nil },
-	}}
+	})}
 }
 
 // Register adds f under name. It returns an error if name is empty, f is
 // nil or the name is taken.
 func (t *Table) Register(name string, f StrategyFactory) error {
-	if name == "" {
-		return errors.New("cluster: register strategy: empty name")
-	}
 	if f == nil {
 		return fmt.Errorf("cluster: register strategy %q: nil factory", name)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]StrategyFactory{}
-	}
-	if _, ok := t.m[name]; ok {
-		return fmt.Errorf("cluster: register strategy %q: name already taken", name)
-	}
-	t.m[name] = f
-	return nil
+	return t.t.Register(name, f)
 }
 
 // New builds the strategy registered under name ("" means failover) for a
@@ -210,11 +195,9 @@ func (t *Table) New(name string, o Options) (Strategy, error) {
 	if name == "" {
 		name = DefaultStrategy
 	}
-	t.mu.RLock()
-	f, ok := t.m[name]
-	t.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("cluster: unknown strategy %q (known: %s)", name, strings.Join(t.Names(), ", "))
+	f, err := t.t.Get(name)
+	if err != nil {
+		return nil, err
 	}
 	s, err := f(o)
 	if err != nil {
@@ -227,16 +210,7 @@ func (t *Table) New(name string, o Options) (Strategy, error) {
 }
 
 // Names returns the registered names, sorted.
-func (t *Table) Names() []string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	names := make([]string, 0, len(t.m))
-	for n := range t.m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (t *Table) Names() []string { return t.t.Names() }
 
 // Invoker joins the providers of a Directory into one protocol.Invoker:
 // each call lists the providers, lets the routers narrow them, drops those

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -156,43 +157,28 @@ func OptionsFromURL(u *protocol.URL) ([]Option, error) {
 type Factory func(o Options) LoadBalance
 
 // Table maps names to factories. Safe for concurrent use.
-type Table struct {
-	mu sync.RWMutex
-	m  map[string]Factory
-}
+type Table struct{ t *named.Table[Factory] }
 
 // Builtin returns a new Table holding random, roundrobin, leastactive,
 // consistenthash, shortestresponse and p2c.
 func Builtin() *Table {
-	return &Table{m: map[string]Factory{
+	return &Table{named.New("loadbalance", "", map[string]Factory{
 		Random:           func(o Options) LoadBalance { return NewRandom(o) },
 		RoundRobin:       func(o Options) LoadBalance { return NewRoundRobin(o) },
 		LeastActive:      func(o Options) LoadBalance { return NewLeastActive(o) },
 		ConsistentHash:   func(o Options) LoadBalance { return NewConsistentHash(o) },
 		ShortestResponse: func(o Options) LoadBalance { return NewShortestResponse(o) },
 		P2C:              func(o Options) LoadBalance { return NewP2C(o) },
-	}}
+	})}
 }
 
 // Register adds f under name. It returns an error if name is empty, f is
 // nil or the name is taken.
 func (t *Table) Register(name string, f Factory) error {
-	if name == "" {
-		return errors.New("loadbalance: register: empty name")
-	}
 	if f == nil {
 		return fmt.Errorf("loadbalance: register %q: nil factory", name)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]Factory{}
-	}
-	if _, ok := t.m[name]; ok {
-		return fmt.Errorf("loadbalance: register %q: name already taken", name)
-	}
-	t.m[name] = f
-	return nil
+	return t.t.Register(name, f)
 }
 
 // New returns a new balancer built by the factory registered under name;
@@ -201,11 +187,9 @@ func (t *Table) New(name string, opts ...Option) (LoadBalance, error) {
 	if name == "" {
 		name = Default
 	}
-	t.mu.RLock()
-	f, ok := t.m[name]
-	t.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("loadbalance: unknown %q (known: %s)", name, strings.Join(t.Names(), ", "))
+	f, err := t.t.Get(name)
+	if err != nil {
+		return nil, err
 	}
 	var o Options
 	for _, opt := range opts {
@@ -219,16 +203,7 @@ func (t *Table) New(name string, opts ...Option) (LoadBalance, error) {
 }
 
 // Names returns the registered names, sorted.
-func (t *Table) Names() []string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	names := make([]string, 0, len(t.m))
-	for n := range t.m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (t *Table) Names() []string { return t.t.Names() }
 
 // randSource draws random numbers: from the runtime's lock-free generator,
 // or from a seeded generator behind a mutex.
