@@ -2,7 +2,6 @@ package loadbalance
 
 import (
 	"sync"
-	"time"
 
 	"github.com/minidubbo/minidubbo/protocol"
 )
@@ -14,10 +13,7 @@ import (
 // needs to be configured. Providers of weight 0 are skipped unless every
 // weight is 0.
 type LeastActiveBalancer struct {
-	now   func() time.Time
-	rnd   randSource
-	stats *Stats
-	cache snapCache
+	statsBase
 }
 
 var (
@@ -28,16 +24,10 @@ var (
 // NewLeastActive returns a least-active balancer reading o.Stats (its own
 // when nil).
 func NewLeastActive(o Options) *LeastActiveBalancer {
-	b := &LeastActiveBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats}
-	if b.stats == nil {
-		b.stats = NewStats(b.now)
-	}
-	b.cache.stats = b.stats
+	b := &LeastActiveBalancer{}
+	b.init(o)
 	return b
 }
-
-// Stats implements StatsUser.
-func (b *LeastActiveBalancer) Stats() *Stats { return b.stats }
 
 // Select implements LoadBalance.
 func (b *LeastActiveBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {

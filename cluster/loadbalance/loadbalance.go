@@ -88,6 +88,16 @@ func (o Options) now() func() time.Time {
 	return time.Now
 }
 
+// DefaultProbeAfter is the default of Options.ProbeAfter.
+const DefaultProbeAfter = 5 * time.Second
+
+func (o Options) probeAfter() time.Duration {
+	if o.ProbeAfter > 0 {
+		return o.ProbeAfter
+	}
+	return DefaultProbeAfter
+}
+
 // Option sets a field of Options.
 type Option func(*Options)
 

@@ -17,10 +17,7 @@ import (
 // calls before its first answer. Weights include warm-up; a weight of 0 is never drawn unless
 // every weight is 0.
 type P2CBalancer struct {
-	now     func() time.Time
-	rnd     randSource
-	stats   *Stats
-	cache   snapCache
+	statsBase
 	probeMs int64
 }
 
@@ -32,20 +29,10 @@ var (
 // NewP2C returns a power-of-two-choices balancer reading o.Stats (its own
 // when nil).
 func NewP2C(o Options) *P2CBalancer {
-	b := &P2CBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats,
-		probeMs: (5 * time.Second).Milliseconds()}
-	if o.ProbeAfter > 0 {
-		b.probeMs = o.ProbeAfter.Milliseconds()
-	}
-	if b.stats == nil {
-		b.stats = NewStats(b.now)
-	}
-	b.cache.stats = b.stats
+	b := &P2CBalancer{probeMs: o.probeAfter().Milliseconds()}
+	b.init(o)
 	return b
 }
-
-// Stats implements StatsUser.
-func (b *P2CBalancer) Stats() *Stats { return b.stats }
 
 // Select implements LoadBalance.
 func (b *P2CBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {

@@ -1,8 +1,6 @@
 package loadbalance
 
 import (
-	"time"
-
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -14,10 +12,7 @@ import (
 // share and its response time is learnt again, rather than being avoided
 // forever for one bad sample.
 type ShortestResponseBalancer struct {
-	now     func() time.Time
-	rnd     randSource
-	stats   *Stats
-	cache   snapCache
+	statsBase
 	staleMs int64
 }
 
@@ -29,20 +24,10 @@ var (
 // NewShortestResponse returns a shortest-response balancer reading o.Stats
 // (its own when nil).
 func NewShortestResponse(o Options) *ShortestResponseBalancer {
-	b := &ShortestResponseBalancer{now: o.now(), rnd: newRandSource(o.Seed), stats: o.Stats,
-		staleMs: (5 * time.Second).Milliseconds()}
-	if o.ProbeAfter > 0 {
-		b.staleMs = o.ProbeAfter.Milliseconds()
-	}
-	if b.stats == nil {
-		b.stats = NewStats(b.now)
-	}
-	b.cache.stats = b.stats
+	b := &ShortestResponseBalancer{staleMs: o.probeAfter().Milliseconds()}
+	b.init(o)
 	return b
 }
-
-// Stats implements StatsUser.
-func (b *ShortestResponseBalancer) Stats() *Stats { return b.stats }
 
 // Select implements LoadBalance.
 func (b *ShortestResponseBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {

@@ -167,3 +167,24 @@ func (st *Stat) latencyNs() uint64 {
 	}
 	return uint64(math.Float64frombits(b))
 }
+
+// statsBase is what the balancers that read call statistics share: the
+// clock, the random source, the statistics and the snapshot cache.
+type statsBase struct {
+	now   func() time.Time
+	rnd   randSource
+	stats *Stats
+	cache snapCache
+}
+
+// init reads o.Stats, or makes fresh statistics when it is nil.
+func (b *statsBase) init(o Options) {
+	b.now, b.rnd, b.stats = o.now(), newRandSource(o.Seed), o.Stats
+	if b.stats == nil {
+		b.stats = NewStats(b.now)
+	}
+	b.cache.stats = b.stats
+}
+
+// Stats implements StatsUser.
+func (b *statsBase) Stats() *Stats { return b.stats }
