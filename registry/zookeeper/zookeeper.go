@@ -74,10 +74,12 @@ type Registry struct {
 	authedGen    uint64 // gen whose conn has sent the credentials
 	hasSession   bool
 	sessionID    int64
-	sessionStart time.Time // when the current session (id or conn) began
-	lostAt       time.Time // when the session was last lost (or start)
-	answeredAt   time.Time // first TCP connect since lostAt (zero: none)
-	refusedRun   int       // dial attempts in a row that did not connect
+	sessionStart time.Time   // when the current session (id or conn) began
+	lostAt       time.Time   // when the session was last lost (or start)
+	answeredAt   time.Time   // first TCP connect since lostAt (zero: none)
+	refusedRun   int         // dial attempts in a row that did not connect
+	upAt         time.Time   // when the session was last (re)established
+	settle       *time.Timer // kicks everyone sessionSettle after upAt
 	regs         map[string]*reg
 	deletes      map[string]*pendingDelete
 	subs         map[*sub]struct{}
@@ -89,6 +91,14 @@ type Registry struct {
 }
 
 var _ registry.Registry = (*Registry)(nil)
+
+// sessionSettle is how long the registry holds its own requests back after
+// a session is established or re-established. go-zookeeper (v1.0.4) re-sends
+// its watches at that moment and reads the connection's last zxid without
+// a lock while its receive loop writes it for every answered request
+// (go-zookeeper/zk#35, unmerged); a request answered in that moment is a
+// data race inside the library. Waiting a little lets it finish first.
+const sessionSettle = 100 * time.Millisecond
 
 // reg is a node this process keeps registered.
 type reg struct {
@@ -261,9 +271,23 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		r.loseSessionLocked(now)
 	}
 	if kick {
-		r.kickAllLocked()
+		r.upAt = now
+		if r.settle != nil {
+			r.settle.Stop()
+		}
+		r.settle = time.AfterFunc(sessionSettle, r.kickSettled)
 	}
 	r.mu.Unlock()
+}
+
+// kickSettled wakes the registration loop and every subscription once a
+// new session has settled (see sessionSettle).
+func (r *Registry) kickSettled() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.kickAllLocked()
+	}
 }
 
 // loseSessionLocked records that the session is not usable now.
@@ -296,7 +320,8 @@ func poke(ch chan struct{}) {
 func (r *Registry) ready() (conn *zk.Conn, sid int64, sessionStart time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ok = !r.closed && r.hasSession && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen)
+	ok = !r.closed && r.hasSession && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen) &&
+		time.Since(r.upAt) >= sessionSettle
 	return r.conn, r.sessionID, r.sessionStart, ok
 }
 
@@ -646,6 +671,9 @@ func (r *Registry) Close() error {
 		return nil
 	}
 	r.closed = true
+	if r.settle != nil {
+		r.settle.Stop()
+	}
 	close(r.quit)
 	for s := range r.subs {
 		s.stop()
