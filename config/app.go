@@ -540,10 +540,10 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		}
 		mi.methods[m] = mo
 	}
-	if len(rc.Routers) == 0 && ref.dir != nil {
+	if ref.dir != nil {
+		// Rules from the registry's routers category apply after the
+		// configured ones.
 		ref.listener = &routerListener{Directory: ref.dir, clusters: ref.clusters, fixed: routers, consumer: consumer, log: a.log}
-	} else if ref.dir != nil {
-		ref.listener = ref.dir
 	}
 	if ref.dir != nil {
 		regs, err := a.registriesFor(rc.Registries)

@@ -3,6 +3,7 @@ package config_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -222,4 +223,49 @@ func TestReferGeneric(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, exchange.ErrServiceNotFound)
 	assert.Contains(t, err.Error(), "Nope")
+}
+
+// A condition rule from the reference's config sends matching calls to the
+// providers it names.
+func TestConfiguredRouter(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	var ports []int
+	for _, name := range []string{"A", "B"} {
+		app, err := config.New(&config.Config{
+			Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
+			Services:   map[string]config.ServiceConfig{"named": {Interface: e2eInterface}},
+		}, config.WithRegistry("mem", reg))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+		u, err := app.Export(ctx, "named", named{name: name})
+		require.NoError(t, err)
+		ports = append(ports, u.Port)
+	}
+	cons, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
+		References: map[string]config.ReferenceConfig{"named": {
+			Interface: e2eInterface, Check: true, LoadBalance: "roundrobin",
+			Routers: []string{fmt.Sprintf("method = Who => port = %d", ports[1])},
+		}},
+	}, config.WithRegistry("mem", reg))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cons.Shutdown(context.Background()) })
+	var c namedClient
+	require.NoError(t, cons.Refer(ctx, "named", &c))
+	for i := range 20 {
+		reply, err := c.Who(ctx, int64(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("B:%d", i), reply)
+	}
+
+	// A rule that does not parse is an error at Refer, naming where it is.
+	bad, err := config.New(&config.Config{References: map[string]config.ReferenceConfig{
+		"x": {URL: "127.0.0.1:1", Routers: []string{"method = => =>"}},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = bad.Shutdown(context.Background()) })
+	var c2 namedClient
+	require.ErrorContains(t, bad.Refer(ctx, "x", &c2), "references.x.routers[0]")
 }
