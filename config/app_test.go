@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry/memory"
 	"github.com/minidubbo/minidubbo/service"
 )
@@ -268,4 +271,38 @@ func TestConfiguredRouter(t *testing.T) {
 	t.Cleanup(func() { _ = bad.Shutdown(context.Background()) })
 	var c2 namedClient
 	require.ErrorContains(t, bad.Refer(ctx, "x", &c2), "references.x.routers[0]")
+}
+
+// firstBalancer always picks the first provider of the list.
+type firstBalancer struct{ picks *atomic.Int64 }
+
+func (f firstBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
+	f.picks.Add(1)
+	return invokers[0], nil
+}
+
+// A load balancer added by name is used by references that name it.
+func TestUserLoadBalance(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	var picks atomic.Int64
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
+		Services:   map[string]config.ServiceConfig{"orders": {Interface: "test.Orders"}},
+		References: map[string]config.ReferenceConfig{"orders": {Interface: "test.Orders", LoadBalance: "first", Check: true}},
+	}, config.WithRegistry("mem", reg), config.WithLoadBalance("first", func(loadbalance.Options) loadbalance.LoadBalance {
+		return firstBalancer{&picks}
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	_, err = app.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	var c ordersClient
+	require.NoError(t, app.Refer(ctx, "orders", &c))
+	for range 3 {
+		_, err := c.Tag(ctx)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(3), picks.Load())
 }
