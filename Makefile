@@ -2,10 +2,14 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test unit race fuzz lint bench demo zk-start zk-stop
+.PHONY: test unit race fuzz lint bench demo zk-start zk-stop zookeeper
 
 ## test: every test, with the race detector, against a real ZooKeeper, then short fuzz runs.
-test: lint race fuzz
+test: zookeeper lint race fuzz
+
+## zookeeper: make sure ZooKeeper 3.8 can be started (installs the Debian package as root).
+zookeeper:
+	@bash scripts/zookeeper.sh install
 
 race:
 	$(GO) test -race -count=1 -timeout 20m ./...

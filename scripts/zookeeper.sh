@@ -7,6 +7,7 @@
 #   scripts/zookeeper.sh stop       stop every server started here
 #   scripts/zookeeper.sh kill N     kill -9 server N (ensemble experiments); `start-member N` restarts it
 #   scripts/zookeeper.sh wipe       stop and delete the data directory
+#   scripts/zookeeper.sh install    only make sure ZooKeeper is there (installing it as root)
 #
 # Data, configs, logs and pid files live in $ZK_DIR (default ./.zk), one srvN/ per server.
 # ZooKeeper is found from $ZOOKEEPER_HOME, the Debian package layout (/usr/share/java/zookeeper.jar),
@@ -198,5 +199,6 @@ case "${1:-}" in
     [ -n "${2:-}" ] && [ -d "$ZK_DIR/srv$2" ] || die "usage: $0 start-member N (N from $ZK_DIR/srvN)"
     find_zk; launch "$2"; wait_serving "$(cat "$ZK_DIR/srv$2/port")" ;;
   wipe) cmd_stop; rm -rf "$ZK_DIR"; say "removed $ZK_DIR" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  install) find_zk; say "ZooKeeper ready: ${LAUNCH[*]}" ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
