@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -193,11 +194,35 @@ func StartEnsemble(t testing.TB, n int) *Cluster {
 func start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	l := Require(t)
+	// Ports are picked free, then bound by another process: a port taken
+	// in between (other tests run in parallel) makes the server exit with
+	// "Address already in use", and a fresh set of ports is tried.
+	var err error
+	for range startAttempts {
+		var c *Cluster
+		if c, err = tryStart(t, l, n); err == nil {
+			return c
+		}
+		if c == nil || !strings.Contains(c.Logs(), "Address already in use") {
+			break
+		}
+	}
+	t.Fatalf("zktest: %v", err)
+	return nil
+}
+
+// startAttempts bounds the tries of start when ports were taken meanwhile.
+const startAttempts = 4
+
+// tryStart starts n servers on free ports in a new directory. On failure
+// the servers are killed and the cluster, when it was built, is returned
+// with the error so the caller can read the logs.
+func tryStart(t testing.TB, l Launcher, n int) (*Cluster, error) {
 	root := t.TempDir()
 	c := &Cluster{t: t, launcher: l}
 	ports, err := freePorts(3 * n)
 	if err != nil {
-		t.Fatalf("zktest: %v", err)
+		return nil, err
 	}
 	var peers strings.Builder
 	if n > 1 {
@@ -208,7 +233,7 @@ func start(t testing.TB, n int) *Cluster {
 	for i := 1; i <= n; i++ {
 		dir := filepath.Join(root, fmt.Sprintf("srv%d", i))
 		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-			t.Fatalf("zktest: %v", err)
+			return nil, err
 		}
 		clientPort := ports[3*(i-1)]
 		cfg := Config(filepath.Join(dir, "data"), clientPort) + peers.String()
@@ -216,28 +241,30 @@ func start(t testing.TB, n int) *Cluster {
 			cfg += "standaloneEnabled=false\n"
 		}
 		if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-			t.Fatalf("zktest: %v", err)
+			return nil, err
 		}
 		s := &Server{ID: i, Addr: fmt.Sprintf("127.0.0.1:%d", clientPort), Dir: dir, c: c}
 		if err := s.writeMyID(); err != nil {
-			t.Fatalf("zktest: %v", err)
+			return nil, err
 		}
 		c.Servers = append(c.Servers, s)
 	}
 	t.Cleanup(c.kill)
 	for _, s := range c.Servers {
 		if err := s.launch(); err != nil {
-			t.Fatalf("zktest: %v", err)
+			c.kill()
+			return c, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
 	for _, s := range c.Servers {
 		if err := s.WaitServing(ctx); err != nil {
-			t.Fatalf("zktest: %v\n%s", err, c.Logs())
+			c.kill()
+			return c, fmt.Errorf("%v\n%s", err, c.Logs())
 		}
 	}
-	return c
+	return c, nil
 }
 
 // Config returns a zoo.cfg for one server with the settings tests need:
@@ -263,11 +290,17 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	// Below Linux's ephemeral range (32768-60999 by default), so that
+	// outgoing connections and other tests' ":0" listeners do not take
+	// a port between this check and the server binding it.
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("free port: none found in 20000-32767")
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768)))
 		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
+			continue
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
