@@ -60,8 +60,10 @@ type Options struct {
 	// afresh (default max(2 × SessionTimeout, 10 s)).
 	WatchdogTimeout time.Duration
 	// EmptyGrace: an empty provider list that replaces a non-empty one is
-	// held back while the current session is younger than this, because
-	// providers may not have re-registered yet (default SessionTimeout).
+	// held back for this long after the session was established or
+	// re-established (a reconnect), because providers whose own sessions
+	// expired meanwhile may not have re-registered yet (default
+	// SessionTimeout).
 	EmptyGrace time.Duration
 	// RegisterWait bounds how long Register and Unregister wait for their
 	// first attempt before they leave the work to the background (default

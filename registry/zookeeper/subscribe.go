@@ -152,7 +152,7 @@ func (r *Registry) watchProviders(s *sub) {
 				urls := r.parseProviders(s, p, kids)
 				if len(urls) == 0 && len(last) > 0 {
 					if wait := r.opts.EmptyGrace - time.Since(start); wait > 0 {
-						r.log.Info("zookeeper: empty provider list from a new session held back",
+						r.log.Info("zookeeper: empty provider list right after a (re)connect held back",
 							zap.String("service", s.key), zap.Duration("for", wait))
 						retry.Reset(wait)
 						break

@@ -21,7 +21,8 @@
 //     file). Subscribe never blocks on ZooKeeper: when no session is up it
 //     serves the cached list and keeps trying.
 //   - An empty list replaces a non-empty one only when a healthy session
-//     reports it, and not within Options.EmptyGrace of a new session.
+//     reports it, and not within Options.EmptyGrace of a new session or a
+//     reconnect.
 //
 // Child names that do not parse as provider URLs are skipped with a
 // warning and counted (Stats.Malformed); the rest are still delivered.
@@ -67,22 +68,21 @@ type Registry struct {
 	loopWG sync.WaitGroup
 	subWG  sync.WaitGroup
 
-	mu           sync.Mutex
-	closed       bool
-	conn         *zk.Conn
-	gen          uint64 // increments with every new zk.Conn
-	authedGen    uint64 // gen whose conn has sent the credentials
-	hasSession   bool
-	sessionID    int64
-	sessionStart time.Time   // when the current session (id or conn) began
-	lostAt       time.Time   // when the session was last lost (or start)
-	answeredAt   time.Time   // first TCP connect since lostAt (zero: none)
-	refusedRun   int         // dial attempts in a row that did not connect
-	upAt         time.Time   // when the session was last (re)established
-	settle       *time.Timer // kicks everyone sessionSettle after upAt
-	regs         map[string]*reg
-	deletes      map[string]*pendingDelete
-	subs         map[*sub]struct{}
+	mu         sync.Mutex
+	closed     bool
+	conn       *zk.Conn
+	gen        uint64 // increments with every new zk.Conn
+	authedGen  uint64 // gen whose conn has sent the credentials
+	hasSession bool
+	sessionID  int64
+	lostAt     time.Time   // when the session was last lost (or start)
+	answeredAt time.Time   // first TCP connect since lostAt (zero: none)
+	refusedRun int         // dial attempts in a row that did not connect
+	upAt       time.Time   // when the session was last (re)established
+	settle     *time.Timer // kicks everyone sessionSettle after upAt
+	regs       map[string]*reg
+	deletes    map[string]*pendingDelete
+	subs       map[*sub]struct{}
 
 	malformed atomic.Uint64
 	truncated atomic.Uint64
@@ -247,7 +247,6 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		if sid != r.sessionID {
 			r.log.Info("zookeeper session established", zap.Int64("session", sid), zap.Int64("previous", r.sessionID))
 			r.sessionID = sid
-			r.sessionStart = now
 			r.sessions.Add(1)
 			kick = true
 		}
@@ -315,14 +314,15 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// ready returns the connection when a session is up and the credentials
-// (if any) were sent on it.
-func (r *Registry) ready() (conn *zk.Conn, sid int64, sessionStart time.Time, ok bool) {
+// ready returns the connection when a session is up, settled (see
+// sessionSettle) and the credentials (if any) were sent on it, and when
+// the session was last established or re-established.
+func (r *Registry) ready() (conn *zk.Conn, sid int64, upSince time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ok = !r.closed && r.hasSession && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen) &&
 		time.Since(r.upAt) >= sessionSettle
-	return r.conn, r.sessionID, r.sessionStart, ok
+	return r.conn, r.sessionID, r.upAt, ok
 }
 
 // loop is the single writer: it creates and deletes this process's nodes,
