@@ -2,16 +2,10 @@ package transport_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -287,32 +282,9 @@ func TestAbortKeepsFirstError(t *testing.T) {
 	require.ErrorIs(t, a.Err(), first)
 }
 
-func selfSigned(t *testing.T) (*tls.Config, *tls.Config) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "minidubbo test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	server := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
-	client := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return server, client
-}
-
 func TestTLS(t *testing.T) {
 	ctx := testCtx(t)
-	serverTLS, clientTLS := selfSigned(t)
+	serverTLS, clientTLS := testcert.SelfSigned(t)
 	h := newRecorder(true)
 	srv := transport.NewServer(h, &transport.Options{TLS: serverTLS})
 	l, err := transport.Listen("127.0.0.1:0")
