@@ -263,21 +263,6 @@ func (l *load) waitServedBy(ctx context.Context, t *testing.T, names ...string) 
 	}
 }
 
-// rawZK is a plain ZooKeeper client for looking at the tree.
-func rawZK(t *testing.T, servers ...string) *zk.Conn {
-	t.Helper()
-	c, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
-
 const providersPath = "/dubbo/" + e2eInterface + "/providers"
 
 // waitProviders waits until the providers node lists exactly the given

@@ -19,7 +19,7 @@ import (
 func TestE2EProvidersComeAndGoUnderLoad(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	waitProviders(ctx, t, raw, addrA)
 
@@ -56,7 +56,7 @@ func TestE2EProvidersComeAndGoUnderLoad(t *testing.T) {
 func TestE2EZooKeeperDownUnderLoad(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
 	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
@@ -92,7 +92,7 @@ func TestE2EZooKeeperDataWiped(t *testing.T) {
 	zkc.Servers[0].Kill()
 	zkc.Servers[0].WipeData()
 	zkc.Servers[0].Start()
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	waitProviders(ctx, t, raw, addrA, addrB)
 	l.waitServedBy(ctx, t, "A", "B")
 	// A third provider registered now reaches the consumer: its
@@ -111,7 +111,7 @@ func TestE2ESessionExpiry(t *testing.T) {
 	zkc := zktest.Start(t)
 	proxy := zktest.NewProxy(t, zkc.Servers[0].Addr)
 	via := "zookeeper://" + proxy.Addr
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, via, "A")
 	_, c := startConsumer(ctx, t, via, t.TempDir())
 	l := startLoad(ctx, c, 4)
@@ -148,7 +148,7 @@ func TestE2ESessionExpiry(t *testing.T) {
 func TestE2EEnsembleMemberLoss(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.StartEnsemble(t, 3)
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
 	l := startLoad(ctx, c, 4)
@@ -206,7 +206,7 @@ func TestE2EConsumerStartsWhileZooKeeperDown(t *testing.T) {
 func TestE2EMalformedProviderNode(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	waitProviders(ctx, t, raw, addrA)
 	for _, bad := range []string{"not-a-url", "dubbo%3A%2F%2F%3Abad-port%2Fx", "%ZZ"} {
@@ -227,7 +227,7 @@ func TestE2EMalformedProviderNode(t *testing.T) {
 func TestE2ERoutingRuleFromRegistry(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
-	raw := rawZK(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
 	waitProviders(ctx, t, raw, addrA, addrB)

@@ -109,15 +109,7 @@ func startFixture(ctx context.Context, t *testing.T) *fixture {
 	require.NoError(t, err)
 
 	// A node name that is not a URL, as a broken tool might leave.
-	raw, events, err := zk.Connect(zkc.Addrs(), 10*time.Second, zk.WithLogger(nopLogger{}))
-	require.NoError(t, err)
-	t.Cleanup(raw.Close)
-	for ev := range events {
-		if ev.State == zk.StateHasSession {
-			break
-		}
-		require.NoError(t, ctx.Err())
-	}
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, err = raw.Create("/dubbo/"+calcInterface+"/providers/not-a-url", nil, 0, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err)
 	return f

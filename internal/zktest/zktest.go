@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // ReadyTimeout bounds how long Start, StartEnsemble and Server.Start wait
@@ -588,3 +590,20 @@ func FourLetter(addr, cmd string, timeout time.Duration) ([]byte, error) {
 	_, err = buf.ReadFrom(conn)
 	return buf.Bytes(), err
 }
+
+// Client returns a plain ZooKeeper client for servers (host:port), with its
+// logging silenced, for tests that look at or change the tree directly;
+// t.Cleanup closes it.
+func Client(t testing.TB, servers ...string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatalf("zktest: connect %v: %v", servers, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}

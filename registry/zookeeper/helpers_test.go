@@ -143,21 +143,6 @@ func (r *recorder) emptyAfterNonEmpty() int {
 	return n
 }
 
-// rawConn is a plain ZooKeeper client for looking at the tree.
-func rawConn(t *testing.T, servers ...string) *zk.Conn {
-	t.Helper()
-	c, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
-
 // waitChildren waits until p has exactly n children, polling every 50 ms.
 func waitChildren(ctx context.Context, t *testing.T, c *zk.Conn, p string, n int) []string {
 	t.Helper()

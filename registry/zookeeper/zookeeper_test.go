@@ -20,7 +20,7 @@ import (
 // standalone ZooKeeper.
 func TestHealthy(t *testing.T) {
 	zkc := zktest.Start(t)
-	raw := rawConn(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 
 	t.Run("RegisterUnregisterClose", func(t *testing.T) {
 		ctx := testCtx(t)
@@ -363,7 +363,7 @@ func TestOutageKeepsLists(t *testing.T) {
 	zkc.Servers[0].Start()
 
 	waitFor(ctx, t, "session back", func() bool { return cons.Stats().HasSession && prov.Stats().HasSession })
-	raw := rawConn(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 2)
 	// A change after the outage still reaches the old subscription (watch re-armed).
 	if err := prov.Register(ctx, provider(svc, 20103)); err != nil {
@@ -418,7 +418,7 @@ func TestWipedDataRecovered(t *testing.T) {
 			s.Kill()
 			s.WipeData()
 			s.Start()
-			raw := rawConn(t, zkc.Addrs()...)
+			raw := zktest.Client(t, zkc.Addrs()...)
 			if digest {
 				if err := raw.AddAuth("digest", []byte("app:pw")); err != nil {
 					t.Fatal(err)
@@ -469,7 +469,7 @@ func TestSessionExpiry(t *testing.T) {
 	}
 	rec.waitAddrs(ctx, t, addr(20301))
 	oldProv, oldCons := prov.Stats().SessionID, cons.Stats().SessionID
-	raw := rawConn(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	pp := prov.CategoryPath(svc, registry.CategoryProviders)
 
 	proxy.Block()
@@ -502,7 +502,7 @@ func TestStaleNodeOfOldSessionReplaced(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
 	svc := iface(t)
-	other := rawConn(t, zkc.Addrs()...)
+	other := zktest.Client(t, zkc.Addrs()...)
 	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
 	u := provider(svc, 20401)
 	p := prov.NodePath(u)
@@ -574,7 +574,7 @@ func TestEnsembleMemberLoss(t *testing.T) {
 			up = append(up, s.Addr)
 		}
 	}
-	raw := rawConn(t, up...)
+	raw := zktest.Client(t, up...)
 	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 3)
 	if n := rec.emptyAfterNonEmpty(); n != 0 {
 		t.Fatalf("%d empty lists delivered", n)
@@ -674,7 +674,7 @@ func TestRegisterWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	zkc.Servers[0].Start()
-	raw := rawConn(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
 }
 
@@ -707,7 +707,7 @@ func TestUnregisterDuringOutage(t *testing.T) {
 		t.Errorf("Unregister blocked %v while ZooKeeper is down", d)
 	}
 	zkc.Servers[0].Start()
-	raw := rawConn(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	kids := waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
 	if kids[0] != a.Escaped() {
 		t.Fatalf("left %s, want a", kids[0])
@@ -748,7 +748,7 @@ func TestRepeatedRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitAddrs(ctx, t, addr(21001), addr(21003))
-	raw := rawConn(t, zkc.Addrs()...)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 2)
 	if n := rec.emptyAfterNonEmpty(); n != 0 {
 		t.Fatalf("%d empty lists delivered across %d restarts", n, cycles)
