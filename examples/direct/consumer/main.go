@@ -9,13 +9,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/minidubbo/minidubbo/examples/direct/greeter"
-	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
@@ -35,13 +32,9 @@ func main() {
 }
 
 func run(ctx context.Context, addr, name string) error {
-	host, portStr, err := net.SplitHostPort(addr)
+	u, err := greeter.URL(addr)
 	if err != nil {
-		return fmt.Errorf("bad -addr %q: %w", addr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return fmt.Errorf("bad -addr %q: port %q is not a number", addr, portStr)
+		return err
 	}
 	p, err := dubbo.New(nil)
 	if err != nil {
@@ -49,8 +42,6 @@ func run(ctx context.Context, addr, name string) error {
 	}
 	defer p.Close()
 
-	u := protocol.NewURL(dubbo.Name, host, port, greeter.Interface,
-		map[string]string{protocol.KeyVersion: greeter.Version})
 	inv, err := p.Refer(u)
 	if err != nil {
 		return err

@@ -5,7 +5,12 @@ package greeter
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strconv"
 
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/service"
 )
 
@@ -41,4 +46,18 @@ func (Service) Divide(_ context.Context, a, b int64) (int64, error) {
 		return 0, service.Errorf(service.CodeInvalidArgument, "cannot divide %d by zero", a)
 	}
 	return a / b, nil
+}
+
+// URL returns the dubbo URL of the service at addr (host:port), or an
+// error naming what is wrong with addr.
+func URL(addr string) (*protocol.URL, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("bad -addr %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("bad -addr %q: port %q is not a number", addr, portStr)
+	}
+	return protocol.NewURL(dubbo.Name, host, port, Interface, map[string]string{protocol.KeyVersion: Version}), nil
 }

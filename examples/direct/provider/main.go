@@ -11,15 +11,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/minidubbo/minidubbo/examples/direct/greeter"
-	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 )
@@ -34,13 +31,9 @@ func main() {
 }
 
 func run(addr string) error {
-	host, portStr, err := net.SplitHostPort(addr)
+	u, err := greeter.URL(addr)
 	if err != nil {
-		return fmt.Errorf("bad -addr %q: %w", addr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return fmt.Errorf("bad -addr %q: port %q is not a number", addr, portStr)
+		return err
 	}
 	p, err := dubbo.New(nil)
 	if err != nil {
@@ -48,8 +41,6 @@ func run(addr string) error {
 	}
 	defer p.Close()
 
-	u := protocol.NewURL(dubbo.Name, host, port, greeter.Interface,
-		map[string]string{protocol.KeyVersion: greeter.Version})
 	inv, err := proxy.NewProvider(u, greeter.Service{})
 	if err != nil {
 		return err
