@@ -453,6 +453,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		routers = append(routers, r)
 	}
 	ref := &reference{consumer: consumer}
+	proto := consumerProtocol{Protocol: a.proto, params: consumerTimeouts(rc)}
 	wrap := func(inv protocol.Invoker) protocol.Invoker {
 		fs := []protocol.Filter{a.monitor.Filter(monitor.Consumer)}
 		if tok := inv.URL().Param(protocol.KeyToken, ""); tok != "" {
@@ -469,7 +470,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 				ref.closeDirect()
 				return fmt.Errorf("config: references.%s.url: %w", id, err)
 			}
-			inv, err := a.proto.Refer(u)
+			inv, err := proto.Refer(u)
 			if err != nil {
 				ref.closeDirect()
 				return fmt.Errorf("config: references.%s.url: %w", id, err)
@@ -480,7 +481,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	} else {
 		d, err := registry.NewDirectory(registry.DirectoryOptions{
 			Consumer: consumer,
-			Protocol: a.proto,
+			Protocol: proto,
 			Wrap:     wrap,
 			Logger:   a.log.Named("directory"),
 		})
@@ -526,9 +527,9 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		ref.close()
 		return fmt.Errorf("config: refer %s: %w", id, err)
 	}
-	mi := &methodInvoker{def: top, url: consumer, defTimeout: rc.Timeout, methods: map[string]methodOptions{}}
+	mi := &methodInvoker{def: top, url: consumer, methods: map[string]methodOptions{}}
 	for m, mc := range rc.Methods {
-		mo := methodOptions{invoker: top, timeout: mc.Timeout}
+		mo := methodOptions{invoker: top}
 		if mc.LoadBalance != "" {
 			if mo.invoker, err = newCluster(mc.LoadBalance); err != nil {
 				ref.close()
@@ -626,6 +627,34 @@ func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
 	return u, nil
 }
 
+// consumerTimeouts returns the URL parameters by which the reference's
+// timeouts override the providers': "timeout" and "{method}.timeout", in
+// milliseconds, as the dubbo protocol reads them.
+func consumerTimeouts(rc ReferenceConfig) map[string]string {
+	p := map[string]string{protocol.KeyTimeout: strconv.FormatInt(rc.Timeout.Milliseconds(), 10)}
+	for m, mc := range rc.Methods {
+		if mc.Timeout > 0 {
+			p[m+"."+protocol.KeyTimeout] = strconv.FormatInt(mc.Timeout.Milliseconds(), 10)
+		}
+	}
+	return p
+}
+
+// consumerProtocol refers providers with the consumer's parameters laid
+// over theirs (the consumer's timeout beats the provider's, as in Dubbo),
+// so the protocol reads them once per provider rather than per call.
+type consumerProtocol struct {
+	protocol.Protocol
+	params map[string]string
+}
+
+func (c consumerProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
+	for k, v := range c.params {
+		u = u.With(k, v)
+	}
+	return c.Protocol.Refer(u)
+}
+
 // routerListener keeps the cluster invokers' routers in step with the
 // routing rules the registry holds for the service.
 type routerListener struct {
@@ -651,29 +680,24 @@ func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
 
 type methodOptions struct {
 	invoker    protocol.Invoker
-	timeout    time.Duration
 	retriesStr string
 }
 
-// methodInvoker applies the reference's per-method options (timeout,
-// retries, load balancer). The timeout bounds each call together with the
-// caller's context deadline, the sooner winning.
+// methodInvoker applies the reference's per-method retries and load
+// balancer. (Timeouts are laid over the provider URLs at refer time, see
+// consumerProtocol.)
 type methodInvoker struct {
-	def        protocol.Invoker
-	url        *protocol.URL
-	defTimeout time.Duration
-	methods    map[string]methodOptions
+	def     protocol.Invoker
+	url     *protocol.URL
+	methods map[string]methodOptions
 }
 
 func (m *methodInvoker) URL() *protocol.URL { return m.url }
 
 func (m *methodInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
-	next, timeout := m.def, m.defTimeout
+	next := m.def
 	if mo, ok := m.methods[inv.Method]; ok {
 		next = mo.invoker
-		if mo.timeout > 0 {
-			timeout = mo.timeout
-		}
 		if mo.retriesStr != "" {
 			atts := make(map[string]string, len(inv.Attachments)+1)
 			for k, v := range inv.Attachments {
@@ -684,11 +708,6 @@ func (m *methodInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*
 			c.Attachments = atts
 			inv = &c
 		}
-	}
-	if inv.Timeout <= 0 {
-		c := *inv
-		c.Timeout = timeout
-		inv = &c
 	}
 	return next.Invoke(ctx, inv)
 }

@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"reflect"
-	"time"
 )
 
 // Invocation is one call as it travels through the layers. The consumer
@@ -20,11 +19,6 @@ type Invocation struct {
 	// Reply, on the consumer, is a non-nil pointer into which the response
 	// value is decoded; nil decodes it as a plain any into Result.Value.
 	Reply any
-	// Timeout, when positive, bounds the call on the consumer, together
-	// with the context's deadline (the sooner wins); it overrides the
-	// timeout the provider advertises in its URL. Zero means the provider
-	// URL's timeout for the method (default DefaultTimeout).
-	Timeout time.Duration
 }
 
 // Attachment returns the value of attachment key, or "".

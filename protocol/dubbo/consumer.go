@@ -318,12 +318,9 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	if err != nil {
 		return nil, err
 	}
-	// The call ends at the sooner of the context's deadline and the
-	// timeout: the invocation's, else the provider URL's for the method.
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = r.methodTimeout(inv.Method)
-	}
+	// The call ends at the sooner of the context's deadline and the URL's
+	// timeout for the method.
+	timeout := r.methodTimeout(inv.Method)
 	millis := max(timeout.Milliseconds(), 1)
 	if dl, ok := ctx.Deadline(); ok {
 		millis = min(millis, max(time.Until(dl).Milliseconds(), 1))
