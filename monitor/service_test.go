@@ -32,9 +32,9 @@ func sampleReport(t *testing.T) *monitor.Report {
 			Service: "demo.hello.Greeter", Version: "1.0", Group: "g", Method: "SayHello",
 			Provider: "127.0.0.1:20881", Consumer: "hello-consumer@127.0.0.1",
 			Calls: 500, Successes: 497, Failures: 3,
-			FailuresByKind: map[string]int64{monitor.KindTimeout: 2, monitor.KindBusiness: 1},
 			BytesIn: 12345, BytesOut: 54321,
-			ElapsedNanos: 987654321, MaxNanos: 3500000,
+			FailuresByKind: map[string]int64{monitor.KindTimeout: 2, monitor.KindBusiness: 1},
+			ElapsedNanos:   987654321, MaxNanos: 3500000,
 			Concurrent: 1, MaxConcurrent: 17,
 			Latency: monitor.EncodeHistogram(h),
 		}, {
