@@ -247,7 +247,8 @@ func (a *Application) registriesFor(ids []string) ([]registry.Registry, error) {
 // Export serves impl as the service id of Config.Services and registers it
 // in the service's registries. impl's exported methods of the form
 // func(ctx, args...) (T, error) or func(ctx, args...) error are served. It
-// returns the registered provider URL, which carries the real port.
+// returns the registered provider URL, which carries the real port (or the
+// protocol's RegisterAddress, when one is set).
 func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -312,6 +313,10 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	}
 	real := exp.(*dubbo.Exporter).URL()
 	a.ports[sc.Protocol] = real.Port
+	if pc.RegisterAddress != "" { // checked by validate
+		host, port, _ := splitRegisterAddress(pc.RegisterAddress)
+		real = protocol.NewURL(real.Protocol, host, port, real.Path, real.Params())
+	}
 	regs, err := a.registriesFor(sc.Registries)
 	if err == nil {
 		for _, r := range regs {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +64,11 @@ type ProtocolConfig struct {
 	Port int `yaml:"port"`
 	// Serialization is the default body encoding: msgpack or json.
 	Serialization string `yaml:"serialization"`
+	// RegisterAddress, when set, is the host:port written to the registry
+	// instead of the listen address: for a provider behind a port mapping
+	// (a container, NAT) or a TCP proxy (Dubbo's DUBBO_IP_TO_REGISTRY and
+	// DUBBO_PORT_TO_REGISTRY).
+	RegisterAddress string `yaml:"register_address"`
 }
 
 // ServiceConfig is one provided service.
@@ -234,6 +241,11 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 		if p.Serialization != "msgpack" && p.Serialization != "json" {
 			bad("%s.serialization %q: unknown (known: json, msgpack)", key, p.Serialization)
 		}
+		if p.RegisterAddress != "" {
+			if _, _, err := splitRegisterAddress(p.RegisterAddress); err != nil {
+				bad("%s.register_address %q: %v", key, p.RegisterAddress, err)
+			}
+		}
 		c.Protocols[id] = p
 	}
 	checkRegs := func(key string, ids []string) {
@@ -331,6 +343,19 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// splitRegisterAddress parses a host:port with a port from 1 to 65535.
+func splitRegisterAddress(a string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", 0, errors.New("want host:port")
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 || host == "" {
+		return "", 0, errors.New("want host:port with a port from 1 to 65535")
+	}
+	return host, port, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
