@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -141,7 +142,6 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	a := &Application{
 		cfg:        cloneConfig(*c),
 		log:        zap.NewNop(),
-		monitor:    monitor.New(),
 		balancers:  loadbalance.Builtin(),
 		strategies: cluster.Builtin(),
 		registries: map[string]registry.Registry{},
@@ -156,6 +156,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	if err := a.cfg.validate(a.balancers.Names(), a.strategies.Names()); err != nil {
 		return nil, err
 	}
+	a.monitor = monitor.New(monitor.WithIdentity(a.cfg.Application.Name, consumerHost), monitor.WithClassifier(classify))
 	po := a.protoOpts
 	if po.Logger == nil {
 		po.Logger = a.log.Named("dubbo")
@@ -299,7 +300,11 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
 	}
 	u = u.With(protocol.KeyMethods, strings.Join(prov.Methods(), ","))
-	filters := []protocol.Filter{a.monitor.Filter(monitor.Provider)}
+	counting := a.monitor.ProviderFilter()
+	if port != 0 {
+		counting.SetAddr(net.JoinHostPort(pc.Host, strconv.Itoa(port)))
+	}
+	filters := []protocol.Filter{counting}
 	if token != "" {
 		filters = append(filters, tokenCheck(token))
 	}
@@ -312,6 +317,7 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
 	}
 	real := exp.(*dubbo.Exporter).URL()
+	counting.SetAddr(real.Address())
 	a.ports[sc.Protocol] = real.Port
 	if pc.RegisterAddress != "" { // checked by validate
 		host, port, _ := splitRegisterAddress(pc.RegisterAddress)
@@ -333,6 +339,18 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	a.exports = append(a.exports, &export{url: real, exporter: exp, regs: regs})
 	a.log.Info("exported", zap.String("service", id), zap.Stringer("url", real))
 	return real, nil
+}
+
+// consumerHost is the address consumers register with and report as.
+const consumerHost = "127.0.0.1"
+
+// classify adds the cluster's errors to monitor.Classify: a call that
+// found no provider (none known, or routing left none) fails "no provider".
+func classify(side monitor.Side, err error) string {
+	if errors.Is(err, cluster.ErrNoProvider) || errors.Is(err, loadbalance.ErrNoInvokers) {
+		return monitor.KindNoProvider
+	}
+	return monitor.Classify(side, err)
 }
 
 // urlInvoker gives a filter chain the export URL while keeping the
@@ -442,7 +460,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	}
 	setIf(params, protocol.KeyVersion, rc.Version)
 	setIf(params, protocol.KeyGroup, rc.Group)
-	host := "127.0.0.1"
+	host := consumerHost
 	if h, err := os.Hostname(); err == nil && h != "" {
 		params["hostname"] = h
 	}
@@ -458,9 +476,11 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		routers = append(routers, r)
 	}
 	ref := &reference{consumer: consumer}
-	proto := consumerProtocol{Protocol: a.proto, params: consumerTimeouts(rc)}
+	cparams := consumerTimeouts(rc)
+	cparams[protocol.KeyRemoteApplication] = a.cfg.Application.Name
+	proto := consumerProtocol{Protocol: a.proto, params: cparams}
 	wrap := func(inv protocol.Invoker) protocol.Invoker {
-		fs := []protocol.Filter{a.monitor.Filter(monitor.Consumer)}
+		fs := []protocol.Filter{a.monitor.AttemptFilter(inv.URL().Address())}
 		if tok := inv.URL().Param(protocol.KeyToken, ""); tok != "" {
 			fs = append(fs, tokenAttach(tok))
 		}
@@ -587,7 +607,9 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 			a.log.Warn("no provider list yet; calls fail until one arrives", zap.String("reference", id), zap.Error(err))
 		}
 	}
-	if err := bind(mi); err != nil {
+	// The call-level counts go above the cluster: once per call, whether
+	// or not it reached a provider.
+	if err := bind(protocol.Chain(mi, a.monitor.CallFilter())); err != nil {
 		ref.close()
 		return fmt.Errorf("config: refer %s: %w", id, err)
 	}

@@ -3,13 +3,20 @@ package monitor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/service"
 )
 
 // Side tells which end of a call a filter counts.
@@ -21,16 +28,27 @@ const (
 	Provider Side = "provider"
 )
 
-// Stat is a snapshot of the counts of one method of one service on one side.
-// The counters are read one by one while calls go on, so Calls may be ahead
-// of Successes+Failures+Concurrent by the calls that started meanwhile.
+// Stat is a snapshot of the counts of one key since the monitor started:
+// one method of one service on one side, with one peer. The counters are
+// read one by one while calls go on, so Calls may be ahead of
+// Successes+Failures+Concurrent by the calls that started meanwhile.
 type Stat struct {
 	Side                            Side
 	Service, Version, Group, Method string
+	// Provider and Consumer are the peers, as in Row: on the consumer side
+	// Provider is "" for the call-level counts (above the cluster) and the
+	// provider's address for the attempts sent to it.
+	Provider, Consumer string
 	// Calls is the number of calls started; Successes and Failures count
 	// the calls that ended without and with an error (a business error is
 	// a failure too).
 	Calls, Successes, Failures int64
+	// FailuresByKind splits Failures by kind (KindBusiness, ...); nil when
+	// there are none.
+	FailuresByKind map[string]int64
+	// BytesIn and BytesOut are the body bytes received and sent, as far as
+	// the protocol told them.
+	BytesIn, BytesOut int64
 	// Elapsed is the total time of the ended calls; MaxElapsed the longest.
 	Elapsed, MaxElapsed time.Duration
 	// Concurrent is the number of calls in flight at the snapshot;
@@ -49,21 +67,61 @@ func (s Stat) AvgElapsed() time.Duration {
 
 // String formats the stat on one line.
 func (s Stat) String() string {
-	return fmt.Sprintf("%s %s.%s calls=%d ok=%d fail=%d avg=%v max=%v concurrent=%d/%d",
-		s.Side, protocol.ServiceKey(s.Service, s.Version, s.Group), s.Method,
+	peer := ""
+	switch {
+	case s.Side == Consumer && s.Provider != "":
+		peer = " -> " + s.Provider
+	case s.Side == Provider && s.Consumer != "":
+		peer = " <- " + s.Consumer
+	}
+	return fmt.Sprintf("%s %s.%s%s calls=%d ok=%d fail=%d avg=%v max=%v concurrent=%d/%d",
+		s.Side, protocol.ServiceKey(s.Service, s.Version, s.Group), s.Method, peer,
 		s.Calls, s.Successes, s.Failures, s.AvgElapsed(), s.MaxElapsed, s.Concurrent, s.MaxConcurrent)
 }
 
+// key identifies what a row counts. Everything in it is a value the call
+// already has, so a lookup allocates nothing.
 type key struct {
 	side                            Side
 	service, version, group, method string
+	// provider: the provider's address on the consumer side ("" for the
+	// call level), this provider's address on the provider side.
+	provider string
+	// consumerApp and consumerIP: the calling consumer, provider side only.
+	consumerApp string
+	consumerIP  netip.Addr
 }
 
-// counters are the live counts of one key, updated atomically.
+// The failure kinds in counter order.
+var kinds = [...]string{KindBusiness, KindTimeout, KindNoProvider, KindConnection, KindBusy, KindOther}
+
+func kindIndex(kind string) int {
+	for i, k := range kinds {
+		if k == kind {
+			return i
+		}
+	}
+	return len(kinds) - 1
+}
+
+// counters are the live counts of one key, updated atomically. The
+// counters only grow (the reporter remembers what it sent); the max fields
+// and the histogram restart at every report.
 type counters struct {
-	calls, successes, failures atomic.Int64
-	elapsed, maxElapsed        atomic.Int64 // nanoseconds
-	concurrent, maxConcurrent  atomic.Int64
+	calls, successes    atomic.Int64
+	failures            [len(kinds)]atomic.Int64
+	bytesIn, bytesOut   atomic.Int64
+	elapsed, maxElapsed atomic.Int64 // nanoseconds
+	concurrent, maxConc atomic.Int64
+
+	// allMaxElapsed and allMaxConc keep the maxima of earlier intervals
+	// for Snapshot.
+	allMaxElapsed, allMaxConc atomic.Int64
+
+	hmu  sync.Mutex
+	hist *hdrhistogram.Histogram // microseconds, this interval
+
+	sent sent // what the reporter has sent, under Monitor.reportMu
 }
 
 func storeMax(v *atomic.Int64, n int64) {
@@ -75,31 +133,253 @@ func storeMax(v *atomic.Int64, n int64) {
 	}
 }
 
-// Monitor counts calls per side, service and method. Its filters, from
-// Filter, may be put in any number of chains on both sides. A counted call
-// costs a few atomic operations and a lookup in an immutable map, and
-// allocates nothing once its method has been seen. A Monitor is safe for
-// concurrent use.
+// Classifier tells the failure kind of a call's error (KindBusiness, ...)
+// on one side.
+type Classifier func(side Side, err error) string
+
+// Classify is the default Classifier. It knows the errors of this
+// framework's lower layers: a *service.Error is a business error; the
+// exchange layer's errors are timeouts, connection failures or "busy"; on
+// the provider side any other error returned by the service is a business
+// error, on the consumer side it is "other". Layers above the monitor
+// (the cluster's "no provider") are mapped by the classifier config adds.
+func Classify(side Side, err error) string {
+	switch {
+	case hasType[*service.Error](err, 0):
+		return KindBusiness
+	case errors.Is(err, exchange.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return KindTimeout
+	case errors.Is(err, exchange.ErrServerBusy):
+		return KindBusy
+	case errors.Is(err, exchange.ErrDial), errors.Is(err, exchange.ErrClosed),
+		errors.Is(err, exchange.ErrConnLost), errors.Is(err, exchange.ErrReadOnly):
+		return KindConnection
+	case side == Provider && !isStatus(err):
+		return KindBusiness
+	}
+	return KindOther
+}
+
+// isStatus reports whether err is one of the exchange layer's answers.
+func isStatus(err error) bool {
+	return hasType[*exchange.StatusError](err, 0) || errors.Is(err, exchange.ErrServiceNotFound) ||
+		errors.Is(err, exchange.ErrBadRequest) || errors.Is(err, exchange.ErrServerError) ||
+		errors.Is(err, exchange.ErrBadResponse) || errors.Is(err, exchange.ErrPayloadTooLarge) ||
+		errors.Is(err, context.Canceled)
+}
+
+// hasType reports whether err's tree holds an error of type T, like
+// errors.As but without making its target escape (so without allocating).
+func hasType[T error](err error, depth int) bool {
+	for ; err != nil && depth < 64; depth++ {
+		if _, ok := err.(T); ok {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if hasType[T](e, depth+1) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Option configures a Monitor.
+type Option func(*Monitor)
+
+// WithIdentity names the process in rows and reports: its application
+// name and host (its address, host or host:port).
+func WithIdentity(application, host string) Option {
+	return func(m *Monitor) {
+		m.app, m.host = application, host
+	}
+}
+
+// WithClassifier replaces Classify.
+func WithClassifier(c Classifier) Option {
+	return func(m *Monitor) {
+		if c != nil {
+			m.classify = c
+		}
+	}
+}
+
+// Monitor counts calls per side, service, method and peer. Its filters
+// (CallFilter and AttemptFilter on the consumer side, ProviderFilter on
+// the provider side) may be put in any number of chains. A counted call
+// costs a few atomic operations, a lookup in an immutable map and a
+// histogram record under a short lock, and allocates nothing once its key
+// has been seen. A Monitor is safe for concurrent use.
 type Monitor struct {
+	app, host string
+	classify  Classifier
+
 	mu      sync.Mutex // serializes writers of entries
 	entries atomic.Pointer[map[key]*counters]
 	now     func() time.Time
+
+	reportMu  sync.Mutex // serializes takeReport
+	lastTaken time.Time
 }
 
 // New returns a Monitor with no counts.
-func New() *Monitor {
-	m := &Monitor{now: time.Now}
+func New(opts ...Option) *Monitor {
+	m := &Monitor{now: time.Now, classify: Classify}
+	for _, o := range opts {
+		o(m)
+	}
 	empty := map[key]*counters{}
 	m.entries.Store(&empty)
+	m.lastTaken = m.now()
 	return m
 }
 
+// Application returns the application name and host given WithIdentity.
+func (m *Monitor) Application() (name, host string) { return m.app, m.host }
+
 // Filter returns a filter that counts every call passing through it as a
-// call on side.
-func (m *Monitor) Filter(side Side) protocol.Filter { return &filter{m: m, side: side} }
+// call on side: on the consumer side the call-level counts (CallFilter),
+// on the provider side ProviderFilter with no address of its own.
+func (m *Monitor) Filter(side Side) protocol.Filter {
+	if side == Provider {
+		return m.ProviderFilter()
+	}
+	return m.CallFilter()
+}
+
+// CallFilter returns the consumer-side filter that counts the calls the
+// application makes, once per call: it goes above the cluster, so a call
+// that reaches no provider (no provider, routing, cancelled before
+// sending) is counted as a failed call. Its rows have Provider "".
+func (m *Monitor) CallFilter() protocol.Filter {
+	return &filter{m: m, side: Consumer}
+}
+
+// AttemptFilter returns the consumer-side filter for the invoker of the
+// provider at address provider (host:port): it goes below the cluster and
+// counts every attempt sent to that provider.
+func (m *Monitor) AttemptFilter(provider string) protocol.Filter {
+	return &filter{m: m, side: Consumer, provider: provider}
+}
+
+// ProviderFilter returns the provider-side filter of an exported service.
+// It counts calls per calling consumer (the remote.application attachment
+// and the address the protocol gives) and, as a
+// protocol.ResponseObserver, the bytes of the responses. SetAddr tells it
+// the provider's own address once it is known.
+func (m *Monitor) ProviderFilter() *ProviderFilter {
+	return &ProviderFilter{filter{m: m, side: Provider}}
+}
+
+// ProviderFilter is the provider-side counting filter; see
+// Monitor.ProviderFilter.
+type ProviderFilter struct{ f filter }
+
+var (
+	_ protocol.Filter           = (*ProviderFilter)(nil)
+	_ protocol.ResponseObserver = (*ProviderFilter)(nil)
+)
+
+// SetAddr sets the provider's address (host:port) its rows carry.
+func (p *ProviderFilter) SetAddr(addr string) { p.f.addr.Store(&addr) }
+
+// Invoke counts the call around next.
+func (p *ProviderFilter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+	return p.f.Invoke(ctx, inv, next)
+}
+
+// ResponseSent counts the bytes of the response to inv.
+func (p *ProviderFilter) ResponseSent(inv *protocol.Invocation, bytes int) {
+	if c, ok := (*p.f.m.entries.Load())[p.f.key(inv)]; ok {
+		c.bytesOut.Add(int64(bytes))
+	}
+}
+
+type filter struct {
+	m        *Monitor
+	side     Side
+	provider string                 // consumer side; "" at call level
+	addr     atomic.Pointer[string] // provider side
+}
+
+var _ protocol.Filter = (*filter)(nil)
+
+func (f *filter) key(inv *protocol.Invocation) key {
+	k := key{side: f.side, service: inv.Service, version: inv.Version, group: inv.Group, method: inv.Method, provider: f.provider}
+	if f.side == Provider {
+		if a := f.addr.Load(); a != nil {
+			k.provider = *a
+		}
+		k.consumerApp = inv.Attachments[protocol.KeyRemoteApplication]
+		k.consumerIP = ipOf(inv.RemoteAddr)
+	}
+	return k
+}
+
+// ipOf returns the IP of a TCP address without allocating.
+func ipOf(a net.Addr) netip.Addr {
+	if t, ok := a.(*net.TCPAddr); ok && t != nil {
+		return t.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// Invoke counts the call around next. A call that panics is counted as a
+// failure and the panic goes on.
+func (f *filter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+	c := f.m.counters(f.key(inv))
+	c.calls.Add(1)
+	storeMax(&c.maxConc, c.concurrent.Add(1))
+	if f.side == Provider {
+		c.bytesIn.Add(int64(inv.RequestBytes))
+	}
+	start := f.m.now()
+	ended := false
+	defer func() {
+		if !ended {
+			c.end(f.m.now().Sub(start), kindIndex(KindOther), false)
+		}
+	}()
+	res, err := next.Invoke(ctx, inv)
+	ended = true
+	d := f.m.now().Sub(start)
+	if err != nil {
+		c.end(d, kindIndex(f.m.classify(f.side, err)), false)
+		return res, err
+	}
+	if f.side == Consumer && res != nil {
+		c.bytesOut.Add(int64(res.RequestBytes))
+		c.bytesIn.Add(int64(res.ResponseBytes))
+	}
+	c.end(d, 0, true)
+	return res, err
+}
+
+func (c *counters) end(d time.Duration, kind int, ok bool) {
+	if ok {
+		c.successes.Add(1)
+	} else {
+		c.failures[kind].Add(1)
+	}
+	c.elapsed.Add(int64(d))
+	storeMax(&c.maxElapsed, int64(d))
+	us := min(max(int64(d/time.Microsecond), 0), histHighest)
+	c.hmu.Lock()
+	_ = c.hist.RecordValue(us) // in range by construction
+	c.hmu.Unlock()
+	c.concurrent.Add(-1)
+}
 
 // counters returns the counters of k, adding them on first use by copying
-// the map (new methods are rare; lookups take no lock).
+// the map (new keys are rare; lookups take no lock).
 func (m *Monitor) counters(k key) *counters {
 	if c, ok := (*m.entries.Load())[k]; ok {
 		return c
@@ -114,65 +394,130 @@ func (m *Monitor) counters(k key) *counters {
 	for k, v := range old {
 		next[k] = v
 	}
-	c := &counters{}
+	c := &counters{hist: NewHistogram()}
 	next[k] = c
 	m.entries.Store(&next)
 	return c
 }
 
-// Snapshot returns the counts of every side, service and method seen so
-// far, sorted by service, version, group, method and side.
+// consumerName formats "application@host".
+func consumerName(app string, host string) string {
+	if app == "" && host == "" {
+		return ""
+	}
+	return app + "@" + host
+}
+
+// peers returns the Provider and Consumer of k's rows.
+func (m *Monitor) peers(k key) (provider, consumer string) {
+	if k.side == Consumer {
+		return k.provider, consumerName(m.app, m.host)
+	}
+	ip := ""
+	if k.consumerIP.IsValid() {
+		ip = k.consumerIP.String()
+	}
+	return k.provider, consumerName(k.consumerApp, ip)
+}
+
+// Snapshot returns the counts of every key seen so far, since the monitor
+// started, sorted by service, version, group, method, side, provider and
+// consumer.
 func (m *Monitor) Snapshot() []Stat {
 	entries := *m.entries.Load()
 	out := make([]Stat, 0, len(entries))
 	for k, c := range entries {
-		out = append(out, Stat{
+		s := Stat{
 			Side: k.side, Service: k.service, Version: k.version, Group: k.group, Method: k.method,
-			Calls: c.calls.Load(), Successes: c.successes.Load(), Failures: c.failures.Load(),
-			Elapsed: time.Duration(c.elapsed.Load()), MaxElapsed: time.Duration(c.maxElapsed.Load()),
-			Concurrent: c.concurrent.Load(), MaxConcurrent: c.maxConcurrent.Load(),
-		})
+			Calls: c.calls.Load(), Successes: c.successes.Load(),
+			BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(),
+			Elapsed:    time.Duration(c.elapsed.Load()),
+			MaxElapsed: time.Duration(max(c.maxElapsed.Load(), c.allMaxElapsed.Load())),
+			Concurrent: c.concurrent.Load(), MaxConcurrent: max(c.maxConc.Load(), c.allMaxConc.Load()),
+		}
+		s.Provider, s.Consumer = m.peers(k)
+		for i := range kinds {
+			if n := c.failures[i].Load(); n != 0 {
+				if s.FailuresByKind == nil {
+					s.FailuresByKind = map[string]int64{}
+				}
+				s.FailuresByKind[kinds[i]] = n
+				s.Failures += n
+			}
+		}
+		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Stat) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Version, b.Version),
-			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Method, b.Method), cmp.Compare(a.Side, b.Side))
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Method, b.Method), cmp.Compare(a.Side, b.Side),
+			cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Consumer, b.Consumer))
 	})
 	return out
 }
 
-type filter struct {
-	m    *Monitor
-	side Side
+// sent is what the reporter has already put in reports for one key.
+type sent struct {
+	calls, successes  int64
+	failures          [len(kinds)]int64
+	bytesIn, bytesOut int64
+	elapsed           int64
 }
 
-var _ protocol.Filter = (*filter)(nil)
-
-// Invoke counts the call around next. A call that panics is counted as a
-// failure and the panic goes on.
-func (f *filter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-	c := f.m.counters(key{f.side, inv.Service, inv.Version, inv.Group, inv.Method})
-	c.calls.Add(1)
-	storeMax(&c.maxConcurrent, c.concurrent.Add(1))
-	start := f.m.now()
-	ended := false
-	defer func() {
-		if !ended {
-			c.end(f.m.now().Sub(start), false)
+// TakeReport returns what was counted since the last TakeReport (or since
+// New): one row per key with anything new, each count exactly once across
+// reports. The interval's maxima and histograms restart. Seq and Dropped
+// are left for the caller (the Reporter) to fill.
+func (m *Monitor) TakeReport() *Report {
+	m.reportMu.Lock()
+	defer m.reportMu.Unlock()
+	now := m.now()
+	r := &Report{Application: m.app, Host: m.host, Start: m.lastTaken, End: now}
+	m.lastTaken = now
+	for k, c := range *m.entries.Load() {
+		row := Row{Side: k.side, Application: m.app, Service: k.service, Version: k.version, Group: k.group, Method: k.method}
+		row.Provider, row.Consumer = m.peers(k)
+		s := &c.sent
+		take := func(v *atomic.Int64, last *int64) int64 {
+			cur := v.Load()
+			d := cur - *last
+			*last = cur
+			return d
 		}
-	}()
-	res, err := next.Invoke(ctx, inv)
-	ended = true
-	c.end(f.m.now().Sub(start), err == nil)
-	return res, err
-}
-
-func (c *counters) end(d time.Duration, ok bool) {
-	if ok {
-		c.successes.Add(1)
-	} else {
-		c.failures.Add(1)
+		row.Calls = take(&c.calls, &s.calls)
+		row.Successes = take(&c.successes, &s.successes)
+		for i := range kinds {
+			if n := take(&c.failures[i], &s.failures[i]); n != 0 {
+				if row.FailuresByKind == nil {
+					row.FailuresByKind = map[string]int64{}
+				}
+				row.FailuresByKind[kinds[i]] = n
+				row.Failures += n
+			}
+		}
+		row.BytesIn = take(&c.bytesIn, &s.bytesIn)
+		row.BytesOut = take(&c.bytesOut, &s.bytesOut)
+		row.ElapsedNanos = take(&c.elapsed, &s.elapsed)
+		row.Concurrent = c.concurrent.Load()
+		// Restart the maxima: at least what is in flight now.
+		row.MaxNanos = c.maxElapsed.Swap(0)
+		storeMax(&c.allMaxElapsed, row.MaxNanos)
+		row.MaxConcurrent = c.maxConc.Swap(row.Concurrent)
+		storeMax(&c.allMaxConc, row.MaxConcurrent)
+		c.hmu.Lock()
+		if c.hist.TotalCount() > 0 {
+			row.Latency = EncodeHistogram(c.hist)
+			c.hist.Reset()
+		}
+		c.hmu.Unlock()
+		if row.Calls == 0 && row.Successes == 0 && row.Failures == 0 && row.BytesIn == 0 && row.BytesOut == 0 && row.Concurrent == 0 {
+			continue
+		}
+		r.Rows = append(r.Rows, row)
 	}
-	c.elapsed.Add(int64(d))
-	storeMax(&c.maxElapsed, int64(d))
-	c.concurrent.Add(-1)
+	slices.SortFunc(r.Rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Version, b.Version),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Method, b.Method), cmp.Compare(a.Side, b.Side),
+			cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Consumer, b.Consumer))
+	})
+	return r
 }

@@ -70,7 +70,7 @@ func TestCounts(t *testing.T) {
 	require.Len(t, snap, 1)
 	assert.Equal(t, Stat{
 		Side: Consumer, Service: "demo.Greeter", Version: "1.0", Method: "SayHello",
-		Calls: 4, Successes: 3, Failures: 1,
+		Calls: 4, Successes: 3, Failures: 1, FailuresByKind: map[string]int64{KindOther: 1},
 		Elapsed: 11 * time.Millisecond, MaxElapsed: 5 * time.Millisecond,
 		Concurrent: 0, MaxConcurrent: 1,
 	}, snap[0])

@@ -38,6 +38,17 @@ func (c *filtered) Invoke(ctx context.Context, inv *Invocation) (*Result, error)
 	return c.f.Invoke(ctx, inv, c.next)
 }
 
+// ResponseSent passes the size of a response body on to the chain's
+// filters that observe it (see ResponseObserver), outermost first.
+func (c *filtered) ResponseSent(inv *Invocation, bytes int) {
+	if o, ok := c.f.(ResponseObserver); ok {
+		o.ResponseSent(inv, bytes)
+	}
+	if o, ok := c.next.(ResponseObserver); ok {
+		o.ResponseSent(inv, bytes)
+	}
+}
+
 // Unwrap returns the next invoker of the chain, so that a protocol can find
 // optional interfaces (such as ArgTyper) of the invoker at its end.
 func (c *filtered) Unwrap() Invoker { return c.next }
@@ -49,6 +60,32 @@ func (c *filtered) Available() bool { return IsAvailable(c.next) }
 func (c *filtered) Close() error {
 	if cl, ok := c.next.(interface{ Close() error }); ok {
 		return cl.Close()
+	}
+	return nil
+}
+
+// ResponseObserver is implemented by provider-side filters that count the
+// bytes of responses, which are encoded only after the filters returned:
+// the protocol calls ResponseSent with the size of each response body it
+// encoded for inv. A chain built by Chain passes the call on to those of
+// its filters that implement it. It must not block.
+type ResponseObserver interface {
+	ResponseSent(inv *Invocation, bytes int)
+}
+
+// ResponseObserverOf returns the ResponseObserver at the head of inv, or
+// of the first invoker that implements it behind wrappers with an Unwrap
+// method; nil when there is none. Protocols look it up once, at export.
+func ResponseObserverOf(inv Invoker) ResponseObserver {
+	for range 64 {
+		if o, ok := inv.(ResponseObserver); ok {
+			return o
+		}
+		u, ok := inv.(interface{ Unwrap() Invoker })
+		if !ok {
+			return nil
+		}
+		inv = u.Unwrap()
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"net"
 	"reflect"
 )
 
@@ -19,6 +20,11 @@ type Invocation struct {
 	// Reply, on the consumer, is a non-nil pointer into which the response
 	// value is decoded; nil decodes it as a plain any into Result.Value.
 	Reply any
+
+	// On the provider side the protocol sets RemoteAddr, the consumer's
+	// address, and RequestBytes, the size of the request body on the wire.
+	RemoteAddr   net.Addr
+	RequestBytes int
 }
 
 // Attachment returns the value of attachment key, or "".
@@ -32,6 +38,10 @@ type Result struct {
 	Value any
 	// Attachments sent back by the provider.
 	Attachments map[string]string
+	// RequestBytes and ResponseBytes are the sizes of the request and
+	// response bodies on the wire, set by the protocol on the consumer side
+	// (0 when it does not know them).
+	RequestBytes, ResponseBytes int
 }
 
 // Invoker makes calls; it is the RoundTripper of this framework. Invoke

@@ -30,6 +30,10 @@ const (
 	KeyCluster       = "cluster"
 	KeyRetries       = "retries"
 	KeyExecutes      = "executes"
+	// KeyRemoteApplication is the attachment by which a consumer tells
+	// the provider its application name. On a referred provider URL it
+	// is the name the protocol sends with every call.
+	KeyRemoteApplication = "remote.application"
 )
 
 // Defaults for the well-known keys.

@@ -28,7 +28,7 @@ func TestMonitorBothSides(t *testing.T) {
 	require.NoError(t, err)
 	exp, err := p.Export(protocol.Chain(provider, m.Filter(monitor.Provider)))
 	require.NoError(t, err)
-	remote, err := p.Refer(exp.(*dubbo.Exporter).URL())
+	remote, err := p.Refer(exp.(*dubbo.Exporter).URL().With(protocol.KeyRemoteApplication, "tester"))
 	require.NoError(t, err)
 
 	var c struct {
@@ -56,6 +56,13 @@ func TestMonitorBothSides(t *testing.T) {
 	for _, s := range m.Snapshot() {
 		assert.Equal(t, "demo.Greeter", s.Service)
 		assert.LessOrEqual(t, s.MaxElapsed, s.Elapsed)
+		// The protocol tells both sides the body sizes, and the provider
+		// who called.
+		assert.Positive(t, s.BytesIn, "%s %s bytes in", s.Side, s.Method)
+		assert.Positive(t, s.BytesOut, "%s %s bytes out", s.Side, s.Method)
+		if s.Side == monitor.Provider {
+			assert.Equal(t, "tester@127.0.0.1", s.Consumer)
+		}
 		got = append(got, row{s.Side, s.Method, s.Calls, s.Successes, s.Failures, s.Concurrent})
 	}
 	assert.Equal(t, []row{

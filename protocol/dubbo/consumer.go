@@ -232,8 +232,12 @@ type invoker struct {
 	ser      serialize.Serializer
 	timeout  time.Duration
 	timeouts map[string]time.Duration // per method, from "{method}.timeout"
-	pool     *pool
-	closed   atomic.Bool
+	// appAtts holds only the remote.application attachment (from the URL
+	// parameter of that name), sent with calls that have no attachments of
+	// their own; nobody writes to it.
+	appAtts map[string]string
+	pool    *pool
+	closed  atomic.Bool
 }
 
 var (
@@ -253,6 +257,9 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), err)
 	}
 	inv := &invoker{p: p, url: u, ser: ser, timeout: u.Timeout()}
+	if app := u.Param(protocol.KeyRemoteApplication, ""); app != "" {
+		inv.appAtts = map[string]string{protocol.KeyRemoteApplication: app}
+	}
 	for k, v := range u.Params() {
 		m, ok := strings.CutSuffix(k, "."+protocol.KeyTimeout)
 		if !ok || m == "" {
@@ -340,6 +347,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 			atts = m
 		}
 	}
+	atts = r.withApp(atts)
 	f := exchange.NewFrame()
 	enc := r.ser.NewEncoder(f)
 	err = encodeRequest(enc, inv, r.url, millis, atts)
@@ -348,11 +356,37 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		f.Release()
 		return nil, err
 	}
+	reqBytes := len(exchange.Body(f))
 	resp, err := cl.Call(ctx, timeout, r.ser.ID(), f)
 	if err != nil {
 		return nil, err
 	}
-	res, err := decodeResponse(r.ser, exchange.Body(resp), inv)
+	body := exchange.Body(resp)
+	res, err := decodeResponse(r.ser, body, inv)
+	if res != nil {
+		res.RequestBytes, res.ResponseBytes = reqBytes, len(body)
+	}
 	resp.Release()
 	return res, err
+}
+
+// withApp adds the remote.application attachment to atts when the
+// invoker has one to send and atts does not set it: without copying when
+// atts is empty.
+func (r *invoker) withApp(atts map[string]string) map[string]string {
+	if r.appAtts == nil {
+		return atts
+	}
+	if len(atts) == 0 {
+		return r.appAtts
+	}
+	if _, ok := atts[protocol.KeyRemoteApplication]; ok {
+		return atts
+	}
+	m := make(map[string]string, len(atts)+1)
+	for k, v := range atts {
+		m[k] = v
+	}
+	m[protocol.KeyRemoteApplication] = r.appAtts[protocol.KeyRemoteApplication]
+	return m
 }

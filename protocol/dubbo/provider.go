@@ -27,8 +27,9 @@ const unexportWait = 10 * time.Second
 
 // exported is one service served on a port.
 type exported struct {
-	inv   protocol.Invoker
-	typer protocol.ArgTyper // nil: arguments decode as plain values
+	inv      protocol.Invoker
+	typer    protocol.ArgTyper         // nil: arguments decode as plain values
+	observer protocol.ResponseObserver // nil: nobody counts response bytes
 }
 
 // server serves the services exported on one port.
@@ -191,7 +192,8 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	if len(atts) > 0 {
 		ctx = service.WithAttachments(ctx, atts)
 	}
-	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts}
+	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts,
+		RemoteAddr: req.RemoteAddr, RequestBytes: len(req.Body)}
 	res, err := s.invoke(ctx, e.inv, inv)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// The method gave up because the call's time ran out: that is a
@@ -202,7 +204,11 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	if err != nil && isStatusError(err) {
 		return nil, err
 	}
-	return encodeResponse(ser, res, err)
+	resp, err := encodeResponse(ser, res, err)
+	if err == nil && e.observer != nil {
+		e.observer.ResponseSent(inv, len(exchange.Body(resp)))
+	}
+	return resp, err
 }
 
 var echoTypes = []reflect.Type{reflect.TypeFor[any]()}
@@ -242,7 +248,7 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 			return nil, err
 		}
 	}
-	if err := s.add(key, &exported{inv: inv, typer: argTyperOf(inv)}); err != nil {
+	if err := s.add(key, &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv)}); err != nil {
 		if fresh {
 			s.close()
 		}
