@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -144,7 +145,7 @@ func (o Options) withDefaults() (Options, error) {
 
 // Strategy is a fault-tolerance strategy: it runs one call against the
 // cluster, deciding which providers to try and what a failure means. It
-// uses the cluster invoker's List, Select and Call. Safe for concurrent
+// uses the cluster invoker's Pick (or Providers) and Call. Safe for concurrent
 // use. A strategy that runs goroutines implements io.Closer; the cluster
 // invoker's Close calls it.
 type Strategy interface {
@@ -213,10 +214,17 @@ func (t *Table) New(name string, o Options) (Strategy, error) {
 func (t *Table) Names() []string { return t.t.Names() }
 
 // Invoker joins the providers of a Directory into one protocol.Invoker:
-// each call lists the providers, lets the routers narrow them, drops those
-// whose connection is down, and lets the strategy pick with the load
-// balancer and handle failures. Every call to a provider is counted in
-// Stats (calls in flight, response times) for the balancers that read them.
+// each call takes the directory's current snapshot, lets the routers
+// narrow it, and lets the strategy pick with the load balancer and handle
+// failures. Every call to a provider is counted in Stats (calls in flight,
+// response times) for the balancers that read them.
+//
+// The invoker derives its state once per (snapshot, route): the routers'
+// subsets and the load balancer's Picker for each subset. A pick is then
+// one call on that state, without allocating, whatever mix of routes and
+// retries the calls take. The invoker is the one place that decides
+// availability: a provider whose connection is down (protocol.IsAvailable)
+// is not picked, and a call with none left fails with ErrNoProvider.
 //
 // Safe for concurrent use. Close stops the strategy's background work; the
 // directory belongs to whoever created it.
@@ -226,8 +234,9 @@ type Invoker struct {
 	lb       loadbalance.LoadBalance
 	stats    *loadbalance.Stats
 	strategy Strategy
-	routers  atomic.Pointer[[]Router]
-	avail    atomic.Pointer[availCache]
+	routing  atomic.Pointer[routing]
+	state    atomic.Pointer[state]
+	mu       sync.Mutex // serializes building a new state
 	log      *zap.Logger
 	now      func() time.Time
 	retries  int
@@ -292,11 +301,7 @@ func (c *Invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 
 // Available reports whether any listed provider is available.
 func (c *Invoker) Available() bool {
-	l, err := c.dir.List(nil)
-	if err != nil {
-		return false
-	}
-	for _, p := range l {
+	for _, p := range c.dir.Snapshot().Invokers() {
 		if protocol.IsAvailable(p) {
 			return true
 		}
@@ -317,20 +322,14 @@ func (c *Invoker) Close() error {
 }
 
 // SetRouters replaces the routers, for example when the registry's routers
-// category changes. Calls in progress finish with the old ones.
+// category changes. Calls in progress finish with the old ones; the next
+// call derives new subsets.
 func (c *Invoker) SetRouters(rs []Router) {
-	rs = slices.Clone(rs)
-	c.routers.Store(&rs)
+	c.routing.Store(&routing{routers: slices.Clone(rs)})
 }
 
 // Stats returns the per-provider statistics the invoker records.
 func (c *Invoker) Stats() *loadbalance.Stats { return c.stats }
-
-// Balancer returns the load balancer.
-func (c *Invoker) Balancer() loadbalance.LoadBalance { return c.lb }
-
-// Logger returns the logger.
-func (c *Invoker) Logger() *zap.Logger { return c.log }
 
 // Retries returns how many times a failed call may be retried: the call's
 // "retries" attachment when it is a number, else the configured value.
@@ -346,30 +345,100 @@ func (c *Invoker) Retries(inv *protocol.Invocation) int {
 // Forks returns how many providers forking calls at once.
 func (c *Invoker) Forks() int { return c.forks }
 
-// List returns the providers that may take inv: the directory's list,
-// narrowed by the routers, without those whose connection is down. When
-// none is left it returns an error wrapping ErrNoProvider that names the
-// service.
-func (c *Invoker) List(inv *protocol.Invocation) ([]protocol.Invoker, error) {
-	l, err := c.dir.List(inv)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: list %s: %w", serviceOf(inv), err)
+// maxTried is how many providers a Tried remembers.
+const maxTried = 8
+
+// Tried is the providers one call has tried, so that its next attempt
+// goes elsewhere. The zero value is empty; it remembers the last eight,
+// compared by URL identity. Strategies keep it on their stack: it is a
+// value, and passing it to Pick does not allocate.
+type Tried struct {
+	n    int
+	urls [maxTried]*protocol.URL
+}
+
+// Add records p as tried.
+func (t *Tried) Add(p protocol.Invoker) {
+	t.urls[t.n%maxTried] = p.URL()
+	t.n++
+}
+
+// Len returns the number of providers added.
+func (t *Tried) Len() int { return t.n }
+
+// Has reports whether p was added (among the last eight).
+func (t *Tried) Has(p protocol.Invoker) bool { return t.has(p.URL()) }
+
+func (t *Tried) has(u *protocol.URL) bool {
+	for i := range min(t.n, maxTried) {
+		if t.urls[i] == u {
+			return true
+		}
 	}
-	listed := len(l)
-	for _, r := range *c.routers.Load() {
-		if len(l) == 0 {
+	return false
+}
+
+// Pick chooses the provider for one attempt of inv: one the routers allow
+// and whose connection is up, not one in tried unless every such provider
+// was tried (then any of them will do). When none is left it returns an
+// error wrapping ErrNoProvider that names the service and says why.
+//
+// Pick does not allocate while the snapshot and routers stay the same.
+func (c *Invoker) Pick(inv *protocol.Invocation, tried Tried) (protocol.Invoker, error) {
+	st := c.current()
+	r := st.route(inv)
+	if r.err != nil {
+		return nil, fmt.Errorf("cluster: route %s: %w", serviceOf(inv), r.err)
+	}
+	if len(r.invokers) == 0 {
+		return nil, noProvider(inv, len(st.snap.Invokers()), 0)
+	}
+	pk := r.picker(c.lb)
+	ex := excluders.Get().(*excluder)
+	ex.invokers, ex.tried, ex.skipTried = r.invokers, tried, tried.n > 0
+	i, err := pk.Pick(inv, ex)
+	if err != nil && ex.skipTried && errors.Is(err, loadbalance.ErrNoInvokers) {
+		ex.skipTried = false // every available provider was tried
+		i, err = pk.Pick(inv, ex)
+	}
+	ex.invokers = nil
+	excluders.Put(ex)
+	switch {
+	case errors.Is(err, loadbalance.ErrNoInvokers):
+		return nil, noProvider(inv, len(st.snap.Invokers()), len(r.invokers))
+	case err != nil:
+		return nil, fmt.Errorf("cluster: select for %s: %w", serviceOf(inv), err)
+	case i < 0 || i >= len(r.invokers):
+		return nil, fmt.Errorf("cluster: select for %s: load balancer picked %d of %d providers", serviceOf(inv), i, len(r.invokers))
+	}
+	return r.invokers[i], nil
+}
+
+// Providers returns every provider inv may go to now: routed and
+// available, for strategies that call them all (broadcast). When none is
+// left it returns an error wrapping ErrNoProvider.
+func (c *Invoker) Providers(inv *protocol.Invocation) ([]protocol.Invoker, error) {
+	st := c.current()
+	r := st.route(inv)
+	if r.err != nil {
+		return nil, fmt.Errorf("cluster: route %s: %w", serviceOf(inv), r.err)
+	}
+	out := r.invokers
+	for i, p := range r.invokers {
+		if !protocol.IsAvailable(p) {
+			out = slices.Clone(r.invokers[:i])
+			for _, q := range r.invokers[i+1:] {
+				if protocol.IsAvailable(q) {
+					out = append(out, q)
+				}
+			}
 			break
 		}
-		if l, err = r.Route(l, inv); err != nil {
-			return nil, fmt.Errorf("cluster: route %s: %w", serviceOf(inv), err)
-		}
 	}
-	routed := len(l)
-	l = c.available(l)
-	if len(l) == 0 {
-		return nil, noProvider(inv, listed, routed)
+	if len(out) == 0 {
+		return nil, noProvider(inv, len(st.snap.Invokers()), len(r.invokers))
 	}
-	return l, nil
+	return out, nil
 }
 
 func noProvider(inv *protocol.Invocation, listed, routed int) error {
@@ -387,75 +456,120 @@ func serviceOf(inv *protocol.Invocation) string {
 	return protocol.ServiceKey(inv.Service, inv.Version, inv.Group)
 }
 
-// availCache remembers the filtered list for the last input slice and
-// pattern of unavailable providers, so a steady state keeps returning the
-// same slice (and the balancers' caches stay warm).
-type availCache struct {
-	in   []protocol.Invoker
-	down []int
-	out  []protocol.Invoker
+// excluder is the invoker's answer to a picker's Excluded: providers
+// whose connection is down, and those the call tried (unless every
+// available one was). Pooled, so that a pick does not allocate.
+type excluder struct {
+	invokers  []protocol.Invoker
+	tried     Tried
+	skipTried bool
 }
 
-func (c *Invoker) available(l []protocol.Invoker) []protocol.Invoker {
-	var buf [16]int
-	down := buf[:0]
-	for i, p := range l {
-		if !protocol.IsAvailable(p) {
-			down = append(down, i)
-		}
-	}
-	if len(down) == 0 {
-		return l
-	}
-	if cached := c.avail.Load(); cached != nil && sameSlice(cached.in, l) && slices.Equal(cached.down, down) {
-		return cached.out
-	}
-	out := make([]protocol.Invoker, 0, len(l)-len(down))
-	j := 0
-	for i, p := range l {
-		if j < len(down) && down[j] == i {
-			j++
-			continue
-		}
-		out = append(out, p)
-	}
-	c.avail.Store(&availCache{in: l, down: slices.Clone(down), out: out})
-	return out
+var excluders = sync.Pool{New: func() any { return new(excluder) }}
+
+// Excluded implements loadbalance.Exclude.
+func (e *excluder) Excluded(i int) bool {
+	p := e.invokers[i]
+	return !protocol.IsAvailable(p) || (e.skipTried && e.tried.has(p.URL()))
 }
 
-// Select picks a provider from invokers with the load balancer, avoiding
-// those in tried when another is left (compared by URL identity).
-func (c *Invoker) Select(invokers []protocol.Invoker, inv *protocol.Invocation, tried []protocol.Invoker) (protocol.Invoker, error) {
-	p, err := c.lb.Select(invokers, inv)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: select for %s: %w", serviceOf(inv), err)
-	}
-	if len(tried) == 0 || !containsURL(tried, p) {
-		return p, nil
-	}
-	rest := make([]protocol.Invoker, 0, len(invokers))
-	for _, q := range invokers {
-		if !containsURL(tried, q) {
-			rest = append(rest, q)
-		}
-	}
-	if len(rest) == 0 {
-		return p, nil // every provider was tried: any will do
-	}
-	if p, err = c.lb.Select(rest, inv); err != nil {
-		return nil, fmt.Errorf("cluster: select for %s: %w", serviceOf(inv), err)
-	}
-	return p, nil
+// routing is the routers in force; SetRouters replaces it as a whole.
+type routing struct{ routers []Router }
+
+// state is what the invoker derived from one snapshot and one routing:
+// the tree of routes, filled as calls need them.
+type state struct {
+	snap *Snapshot
+	rt   *routing
+	root *route
 }
 
-func containsURL(l []protocol.Invoker, p protocol.Invoker) bool {
-	u := p.URL()
-	for _, q := range l {
-		if q.URL() == u {
-			return true
+// current returns the state of the directory's current snapshot and the
+// current routers, building it (once) when either changed.
+func (c *Invoker) current() *state {
+	snap, rt := c.dir.Snapshot(), c.routing.Load()
+	if st := c.state.Load(); st != nil && st.snap == snap && st.rt == rt {
+		return st
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.state.Load(); st != nil && st.snap == snap && st.rt == rt {
+		return st
+	}
+	st := &state{snap: snap, rt: rt, root: &route{invokers: snap.Invokers(), cell: new(pickCell)}}
+	c.state.Store(st)
+	return st
+}
+
+// maxRoutes bounds the subsets kept per route and router (keys come from
+// attachments, which the caller controls); beyond it subsets are derived
+// per call.
+const maxRoutes = 64
+
+// route is one subset of a snapshot: what the first routers leave for the
+// calls with the same keys. Its children are keyed by the next router's
+// key.
+type route struct {
+	invokers []protocol.Invoker
+	err      error
+	cell     *pickCell // shared with the parent when a router kept every provider
+	mu       sync.Mutex
+	next     atomic.Pointer[map[RouteKey]*route]
+}
+
+// pickCell holds the Picker of one subset, built on first use.
+type pickCell struct {
+	once   sync.Once
+	picker loadbalance.Picker
+}
+
+// route walks the routers for inv down from the root.
+func (st *state) route(inv *protocol.Invocation) *route {
+	r := st.root
+	for _, rt := range st.rt.routers {
+		if r.err != nil || len(r.invokers) == 0 {
+			break
+		}
+		r = r.child(rt, rt.Key(inv))
+	}
+	return r
+}
+
+func (r *route) child(rt Router, key RouteKey) *route {
+	if m := r.next.Load(); m != nil {
+		if c, ok := (*m)[key]; ok {
+			return c
 		}
 	}
-	return false
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.next.Load()
+	if old != nil {
+		if c, ok := (*old)[key]; ok {
+			return c
+		}
+	}
+	out, err := rt.Narrow(r.invokers, key)
+	c := &route{invokers: out, err: err, cell: new(pickCell)}
+	if err == nil && len(out) == len(r.invokers) {
+		c.invokers, c.cell = r.invokers, r.cell // nothing narrowed: share the picker
+	}
+	if old != nil && len(*old) >= maxRoutes {
+		return c
+	}
+	m := make(map[RouteKey]*route, 1)
+	if old != nil {
+		m = maps.Clone(*old)
+	}
+	m[key] = c
+	r.next.Store(&m)
+	return c
+}
+
+// picker returns the route's Picker, building it with lb on first use.
+func (r *route) picker(lb loadbalance.LoadBalance) loadbalance.Picker {
+	r.cell.once.Do(func() { r.cell.picker = lb.Build(r.invokers) })
+	return r.cell.picker
 }
 
 // Call invokes p, counting the call in Stats (in flight while it runs,

@@ -27,20 +27,20 @@ func testCtx(t *testing.T) context.Context {
 
 func TestStrategyTable(t *testing.T) {
 	assert.Equal(t, []string{"broadcast", "failback", "failfast", "failover", "failsafe", "forking"}, Builtin().Names())
-	_, err := New(Static{}, Options{Strategy: "failsome"})
+	_, err := New(NewStatic(), Options{Strategy: "failsome"})
 	require.EqualError(t, err, `cluster: unknown strategy "failsome" (known: broadcast, failback, failfast, failover, failsafe, forking)`)
-	_, err = New(Static{}, Options{LoadBalance: "rr"})
+	_, err = New(NewStatic(), Options{LoadBalance: "rr"})
 	require.ErrorContains(t, err, `loadbalance: unknown "rr" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`)
 	_, err = New(nil, Options{})
 	require.Error(t, err)
-	_, err = New(Static{}, Options{Forks: -1})
+	_, err = New(NewStatic(), Options{Forks: -1})
 	require.Error(t, err)
 
 	tb := Builtin()
 	require.Error(t, tb.Register(Failover, func(Options) (Strategy, error) { return nil, nil }))
 	require.NoError(t, tb.Register("first", func(Options) (Strategy, error) {
 		return StrategyFunc(func(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
-			l, err := c.List(inv)
+			l, err := c.Providers(inv)
 			if err != nil {
 				return nil, err
 			}
@@ -56,7 +56,7 @@ func TestStrategyTable(t *testing.T) {
 
 func TestNoProvider(t *testing.T) {
 	for _, s := range Builtin().Names() {
-		c := newCluster(t, Static{}, Options{Strategy: s})
+		c := newCluster(t, NewStatic(), Options{Strategy: s})
 		_, err := c.Invoke(testCtx(t), invocation("SayHello"))
 		if s == Failsafe || s == Failback {
 			// failsafe swallows it; failback queues it
@@ -391,7 +391,8 @@ func TestConcurrentInvokeWhileListChanges(t *testing.T) {
 	for _, lb := range []string{loadbalance.Random, loadbalance.RoundRobin, loadbalance.LeastActive, loadbalance.ConsistentHash, loadbalance.P2C} {
 		for _, s := range []string{Failover, Failfast, Forking} {
 			t.Run(lb+"/"+s, func(t *testing.T) {
-				dir := &swapDir{l: lists[0]}
+				dir := &swapDir{}
+				dir.set(lists[0])
 				c := newCluster(t, dir, Options{Strategy: s, LoadBalance: lb, Routers: []Router{NewTagRouter()}})
 				ctx := testCtx(t)
 				var wg sync.WaitGroup
@@ -425,6 +426,38 @@ func TestConcurrentInvokeWhileListChanges(t *testing.T) {
 				require.NoError(t, c.Close())
 				for _, f := range fs {
 					assert.Equal(t, int64(0), c.Stats().For(f).Active())
+				}
+			})
+		}
+	}
+}
+
+// TestPickAllocatesNothing: once the subsets of a snapshot are derived, a
+// pick allocates nothing, for every balancer, whatever the mix of tagged,
+// untagged and retried calls.
+func TestPickAllocatesNothing(t *testing.T) {
+	for _, algo := range loadbalance.Builtin().Names() {
+		for _, n := range []int{3, 100, 1000} {
+			t.Run(algo+"/"+strconv.Itoa(n), func(t *testing.T) {
+				c, untagged, tagged, tried := pickSetup(t, algo, n)
+				defer c.Close()
+				mix := func() {
+					for _, call := range []struct {
+						inv   *protocol.Invocation
+						tried Tried
+					}{{untagged, Tried{}}, {tagged, Tried{}}, {untagged, tried}, {tagged, tried}} {
+						p, err := c.Pick(call.inv, call.tried)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if call.tried.Has(p) {
+							t.Fatalf("retry picked the provider it tried: %s", p.URL().Address())
+						}
+					}
+				}
+				mix() // derive the subsets and pickers
+				if allocs := testing.AllocsPerRun(50, mix); allocs != 0 {
+					t.Fatalf("%v allocations per mix of four picks", allocs)
 				}
 			})
 		}

@@ -12,12 +12,19 @@
 //	defer c.Close()
 //	res, err := c.Invoke(ctx, invocation)
 //
+// The directory publishes immutable, versioned Snapshots. For each snapshot
+// the invoker derives, once, the subsets its routers narrow calls to
+// (Router.Key names a call's subset, Router.Narrow computes it) and the
+// load balancer's Picker for each subset; a pick (Invoker.Pick) is then
+// one call on that state and allocates nothing, for tagged, untagged and
+// retried calls alike.
+//
 // Every call a strategy makes to a provider goes through Invoker.Call,
 // which counts it in the balancer's Stats (calls in flight, response
 // times), so leastactive, shortestresponse and p2c work without any filter.
-// Providers whose connection is down (protocol.IsAvailable) are skipped,
-// and a call with no provider left fails with ErrNoProvider naming the
-// service. Failover retries only failures where no answer came back
+// The invoker alone decides availability: providers whose connection is
+// down (protocol.IsAvailable) are skipped, and a call with no provider
+// left fails with ErrNoProvider naming the service. Failover retries only failures where no answer came back
 // (protocol.Retryable), never business errors.
 //
 // Routers: TagRouter (dubbo.tag / dubbo.force.tag attachments) and

@@ -21,10 +21,10 @@ func Example() {
 			},
 		}
 	}
-	dir := cluster.Static{
+	dir := cluster.NewStatic(
 		provider("10.0.0.1", exchange.ErrConnLost), // down: failover retries elsewhere
 		provider("10.0.0.2", nil),
-	}
+	)
 	c, err := cluster.New(dir, cluster.Options{LoadBalance: loadbalance.RoundRobin})
 	if err != nil {
 		panic(err)

@@ -51,12 +51,12 @@ func fakes(n int) []*fakeInvoker {
 	return out
 }
 
-func static(fs []*fakeInvoker) Static {
-	s := make(Static, len(fs))
+func static(fs []*fakeInvoker) *Static {
+	s := make([]protocol.Invoker, len(fs))
 	for i, f := range fs {
 		s[i] = f
 	}
-	return s
+	return NewStatic(s...)
 }
 
 func counts(fs []*fakeInvoker) []int64 {
@@ -82,14 +82,25 @@ func invocation(method string, args ...any) *protocol.Invocation {
 // swapDir is a directory whose list can be replaced concurrently.
 type swapDir struct {
 	mu sync.Mutex
-	l  []protocol.Invoker
+	s  *Snapshot
 }
 
-func (d *swapDir) set(l []protocol.Invoker) { d.mu.Lock(); d.l = l; d.mu.Unlock() }
-func (d *swapDir) List(*protocol.Invocation) ([]protocol.Invoker, error) {
+func (d *swapDir) set(l []protocol.Invoker) {
+	d.mu.Lock()
+	var v uint64
+	if d.s != nil {
+		v = d.s.Version()
+	}
+	d.s = NewSnapshot(v+1, l)
+	d.mu.Unlock()
+}
+func (d *swapDir) Snapshot() *Snapshot {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.l, nil
+	if d.s == nil {
+		return NewSnapshot(0, nil)
+	}
+	return d.s
 }
 
 func newCluster(t *testing.T, dir Directory, o Options) *Invoker {

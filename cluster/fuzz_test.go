@@ -19,7 +19,7 @@ func FuzzConditionRule(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, err := r.Route(invs, &protocol.Invocation{Service: "demo.Greeter", Method: method})
+		out, err := Route(r, invs, &protocol.Invocation{Service: "demo.Greeter", Method: method})
 		if err != nil {
 			t.Fatal(err)
 		}

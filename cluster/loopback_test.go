@@ -68,18 +68,18 @@ func startNodes(t *testing.T, names ...string) []*node {
 }
 
 // refer returns a directory of consumer invokers, one per node.
-func refer(t *testing.T, nodes []*node) cluster.Static {
+func refer(t *testing.T, nodes []*node) *cluster.Static {
 	t.Helper()
 	p, err := dubbo.New(nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
-	var dir cluster.Static
+	var invs []protocol.Invoker
 	for _, n := range nodes {
 		inv, err := p.Refer(n.url)
 		require.NoError(t, err)
-		dir = append(dir, inv)
+		invs = append(invs, inv)
 	}
-	return dir
+	return cluster.NewStatic(invs...)
 }
 
 func loopCtx(t *testing.T) context.Context {
@@ -147,7 +147,7 @@ func TestLoopbackBroadcastAndForking(t *testing.T) {
 
 	// forking over a held provider and a free one: the free one answers
 	// while the other is still held
-	f, err := cluster.New(dir[:2], cluster.Options{Strategy: cluster.Forking})
+	f, err := cluster.New(cluster.NewStatic(dir.Snapshot().Invokers()[:2]...), cluster.Options{Strategy: cluster.Forking})
 	require.NoError(t, err)
 	close(nodes[1].hold)
 	reply, err := callName(loopCtx(t), f, "Hold")

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/minidubbo/minidubbo/protocol"
 )
@@ -17,23 +16,36 @@ import (
 // from falling back to untagged providers.
 const KeyForceTag = "dubbo.force.tag"
 
-// Router narrows the providers a call may go to. The cluster invoker runs
-// its routers in order on every call, before load balancing.
+// Router narrows the providers a call may go to. Routing is split in two,
+// so that the cluster invoker derives a subset once and reuses it for
+// every call that needs it: Key tells, per call, which subset the call
+// needs; Narrow computes that subset, once per directory snapshot and key.
+// The cluster invoker runs its routers in order, each narrowing what the
+// one before left.
 //
-// Route must be safe for concurrent use and must not block. It must not
-// modify invokers; it returns invokers itself or a new slice, and it may
-// return the same slice for equal inputs so that balancers' caches keep
-// working. An empty result means no provider may take the call.
+// Both methods must be safe for concurrent use and must not block. Key
+// runs on every call and should not allocate. Narrow must not modify
+// invokers; it returns invokers itself when it keeps every provider (the
+// load balancer's state is then shared with the wider list), and an empty
+// result when no provider may take the calls of key.
 type Router interface {
-	Route(invokers []protocol.Invoker, inv *protocol.Invocation) ([]protocol.Invoker, error)
+	Key(inv *protocol.Invocation) RouteKey
+	Narrow(invokers []protocol.Invoker, key RouteKey) ([]protocol.Invoker, error)
 }
 
-// RouterFunc adapts a function to a Router.
-type RouterFunc func(invokers []protocol.Invoker, inv *protocol.Invocation) ([]protocol.Invoker, error)
+// RouteKey names one subset a router narrows a list to: calls with equal
+// keys go to the same subset. Each router gives the fields its own
+// meaning; the cluster only compares keys.
+type RouteKey struct {
+	Name    string
+	Variant int
+}
 
-// Route implements Router.
-func (f RouterFunc) Route(invokers []protocol.Invoker, inv *protocol.Invocation) ([]protocol.Invoker, error) {
-	return f(invokers, inv)
+// Route returns the providers of invokers that r lets inv go to: Narrow
+// for inv's key. The cluster invoker does not call it (it keeps the
+// subsets); it is for tools and tests.
+func Route(r Router, invokers []protocol.Invoker, inv *protocol.Invocation) ([]protocol.Invoker, error) {
+	return r.Narrow(invokers, r.Key(inv))
 }
 
 // TagRouter routes calls by tag: a call whose dubbo.tag attachment is set
@@ -42,65 +54,56 @@ func (f RouterFunc) Route(invokers []protocol.Invoker, inv *protocol.Invocation)
 // also carries dubbo.force.tag=true, in which case it gets no provider. A
 // call without a tag goes to the untagged providers, or to all of them
 // when every provider is tagged.
-type TagRouter struct {
-	cache atomic.Pointer[tagIndex]
-}
-
-type tagIndex struct {
-	invokers []protocol.Invoker
-	untagged []protocol.Invoker
-	byTag    map[string][]protocol.Invoker
-}
+type TagRouter struct{}
 
 var _ Router = (*TagRouter)(nil)
 
 // NewTagRouter returns a tag router.
 func NewTagRouter() *TagRouter { return &TagRouter{} }
 
-// Route implements Router.
-func (r *TagRouter) Route(invokers []protocol.Invoker, inv *protocol.Invocation) ([]protocol.Invoker, error) {
-	if len(invokers) == 0 {
-		return invokers, nil
-	}
-	ix := r.cache.Load()
-	if ix == nil || !sameSlice(ix.invokers, invokers) {
-		ix = indexTags(invokers)
-		r.cache.Store(ix)
-	}
+// Key implements Router: the call's tag, and Variant 1 when it is forced.
+func (r *TagRouter) Key(inv *protocol.Invocation) RouteKey {
 	tag := inv.Attachment(protocol.KeyTag)
-	if tag == "" {
-		if len(ix.untagged) == 0 {
+	if tag != "" && inv.Attachment(KeyForceTag) == "true" {
+		return RouteKey{Name: tag, Variant: 1}
+	}
+	return RouteKey{Name: tag}
+}
+
+// Narrow implements Router.
+func (r *TagRouter) Narrow(invokers []protocol.Invoker, key RouteKey) ([]protocol.Invoker, error) {
+	var tagged, untagged []protocol.Invoker
+	anyTag := false
+	for _, p := range invokers {
+		t := p.URL().Param(protocol.KeyTag, "")
+		switch {
+		case t == "":
+			untagged = append(untagged, p)
+		case key.Name != "" && t == key.Name:
+			tagged = append(tagged, p)
+			anyTag = true
+		default:
+			anyTag = true
+		}
+	}
+	switch {
+	case !anyTag:
+		if key.Name != "" && key.Variant == 1 {
+			return nil, nil
+		}
+		return invokers, nil // nothing tagged: the list itself
+	case key.Name == "":
+		if len(untagged) == 0 {
 			return invokers, nil
 		}
-		return ix.untagged, nil
-	}
-	if l := ix.byTag[tag]; len(l) > 0 {
-		return l, nil
-	}
-	if inv.Attachment(KeyForceTag) == "true" {
+		return untagged, nil
+	case len(tagged) > 0:
+		return tagged, nil
+	case key.Variant == 1:
 		return nil, nil
+	default:
+		return untagged, nil
 	}
-	return ix.untagged, nil
-}
-
-func indexTags(invokers []protocol.Invoker) *tagIndex {
-	ix := &tagIndex{invokers: invokers, byTag: map[string][]protocol.Invoker{}}
-	for _, inv := range invokers {
-		if t := inv.URL().Param(protocol.KeyTag, ""); t != "" {
-			ix.byTag[t] = append(ix.byTag[t], inv)
-		} else {
-			ix.untagged = append(ix.untagged, inv)
-		}
-	}
-	if len(ix.byTag) == 0 {
-		ix.untagged = invokers // nothing tagged: keep the slice itself
-	}
-	return ix
-}
-
-// sameSlice reports whether a and b are the same slice.
-func sameSlice(a, b []protocol.Invoker) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // ConditionOptions configure a ConditionRouter.
@@ -137,11 +140,7 @@ type ConditionRouter struct {
 	enabled  bool
 	priority int
 	consumer *protocol.URL
-	cache    atomic.Pointer[routeCache]
-}
-
-type routeCache struct {
-	in, out []protocol.Invoker
+	byMethod bool // the provider side names the method
 }
 
 type condition struct {
@@ -173,6 +172,11 @@ func NewConditionRouter(rule string, o ConditionOptions) (*ConditionRouter, erro
 		r.forbid = true
 	} else if r.then, err = parseConditions(thenRule); err != nil {
 		return nil, fmt.Errorf("cluster: condition rule %q: provider side: %w", rule, err)
+	}
+	for _, c := range r.then {
+		if c.key == "method" {
+			r.byMethod = true
+		}
 	}
 	return r, nil
 }
@@ -220,43 +224,40 @@ func (r *ConditionRouter) Rule() string { return r.rule }
 // Priority returns the router's priority.
 func (r *ConditionRouter) Priority() int { return r.priority }
 
-// Route implements Router.
-func (r *ConditionRouter) Route(invokers []protocol.Invoker, inv *protocol.Invocation) ([]protocol.Invoker, error) {
-	if !r.enabled || len(invokers) == 0 || !r.matchWhen(inv) {
+// Key implements Router: Variant 0 for calls the rule does not apply to,
+// 1 for those it applies to (with the method as Name when the provider
+// side names the method).
+func (r *ConditionRouter) Key(inv *protocol.Invocation) RouteKey {
+	if !r.enabled || !r.matchWhen(inv) {
+		return RouteKey{}
+	}
+	if r.byMethod {
+		return RouteKey{Name: inv.Method, Variant: 1}
+	}
+	return RouteKey{Variant: 1}
+}
+
+// Narrow implements Router.
+func (r *ConditionRouter) Narrow(invokers []protocol.Invoker, key RouteKey) ([]protocol.Invoker, error) {
+	if key.Variant == 0 || len(invokers) == 0 {
 		return invokers, nil
 	}
 	if r.forbid {
 		return nil, nil
 	}
 	var out []protocol.Invoker
-	if c := r.cache.Load(); c != nil && sameSlice(c.in, invokers) && !r.thenUsesMethod() {
-		out = c.out
-	} else {
-		for _, p := range invokers {
-			if r.matchThen(p.URL(), inv) {
-				out = append(out, p)
-			}
+	for _, p := range invokers {
+		if r.matchThen(p.URL(), key.Name) {
+			out = append(out, p)
 		}
-		if len(out) == len(invokers) {
-			out = invokers
-		}
-		if !r.thenUsesMethod() {
-			r.cache.Store(&routeCache{in: invokers, out: out})
-		}
+	}
+	if len(out) == len(invokers) {
+		return invokers, nil
 	}
 	if len(out) == 0 && !r.force {
 		return invokers, nil
 	}
 	return out, nil
-}
-
-func (r *ConditionRouter) thenUsesMethod() bool {
-	for _, c := range r.then {
-		if c.key == "method" {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *ConditionRouter) matchWhen(inv *protocol.Invocation) bool {
@@ -286,7 +287,7 @@ func (r *ConditionRouter) matchWhen(inv *protocol.Invocation) bool {
 	return true
 }
 
-func (r *ConditionRouter) matchThen(u *protocol.URL, inv *protocol.Invocation) bool {
+func (r *ConditionRouter) matchThen(u *protocol.URL, method string) bool {
 	for _, c := range r.then {
 		var v string
 		switch c.key {
@@ -301,7 +302,7 @@ func (r *ConditionRouter) matchThen(u *protocol.URL, inv *protocol.Invocation) b
 		case "interface", "service":
 			v = u.Interface()
 		case "method":
-			v = inv.Method
+			v = method
 		default:
 			v = u.Param(c.key, "")
 		}

@@ -55,24 +55,24 @@ func TestTagRouter(t *testing.T) {
 			if tc.force {
 				inv.Attachments[KeyForceTag] = "true"
 			}
-			got, err := r.Route(invs, inv)
+			got, err := Route(r, invs, inv)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, names(got))
 		})
 	}
-	// nothing tagged: the list itself comes back (no allocation, caches stay warm)
+	// nothing tagged: the list itself comes back (the balancer's picker is shared)
 	plain := tagged("", "", "")
-	got, _ := r.Route(plain, invocation("m"))
-	assert.True(t, sameSlice(plain, got))
+	got, _ := Route(r, plain, invocation("m"))
+	assert.Same(t, &plain[0], &got[0])
 	// every provider tagged and the call untagged: all of them
 	all := tagged("x", "y")
-	got, _ = r.Route(all, invocation("m"))
+	got, _ = Route(r, all, invocation("m"))
 	assert.Equal(t, "AB", names(got))
 }
 
 func TestTagRouterInCluster(t *testing.T) {
 	invs := tagged("gray", "")
-	c := newCluster(t, Static(invs), Options{Routers: []Router{NewTagRouter()}})
+	c := newCluster(t, NewStatic(invs...), Options{Routers: []Router{NewTagRouter()}})
 	inv := invocation("m")
 	inv.Attachments = map[string]string{protocol.KeyTag: "gray"}
 	for range 5 {
@@ -116,7 +116,7 @@ func TestConditionRouter(t *testing.T) {
 		t.Run(tc.rule+"/"+tc.method, func(t *testing.T) {
 			r, err := NewConditionRouter(tc.rule, ConditionOptions{Force: tc.force, Consumer: consumer})
 			require.NoError(t, err)
-			got, err := r.Route(invs, invocation(tc.method))
+			got, err := Route(r, invs, invocation(tc.method))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, names(got))
 		})
@@ -154,14 +154,14 @@ func TestParseRouterURL(t *testing.T) {
 	assert.Equal(t, rule, r.Rule())
 	assert.Equal(t, 2, r.Priority())
 	invs := tagged("", "", "")
-	got, _ := r.Route(invs, invocation("findX"))
+	got, _ := Route(r, invs, invocation("findX"))
 	assert.Equal(t, "B", names(got))
 
 	disabled, err := protocol.ParseURL(raw + "&enabled=false")
 	require.NoError(t, err)
 	r, err = ParseRouterURL(disabled, nil)
 	require.NoError(t, err)
-	got, _ = r.Route(invs, invocation("findX"))
+	got, _ = Route(r, invs, invocation("findX"))
 	assert.Equal(t, "ABC", names(got))
 
 	empty, _ := protocol.ParseURL("empty://0.0.0.0/demo.Greeter?category=routers")
@@ -185,7 +185,7 @@ func TestParseRouterURL(t *testing.T) {
 
 func TestSetRouters(t *testing.T) {
 	invs := tagged("", "", "")
-	c := newCluster(t, Static(invs), Options{LoadBalance: "roundrobin"})
+	c := newCluster(t, NewStatic(invs...), Options{LoadBalance: "roundrobin"})
 	r, err := NewConditionRouter("=> host = 127.0.0.3", ConditionOptions{})
 	require.NoError(t, err)
 	c.SetRouters([]Router{r})

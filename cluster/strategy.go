@@ -24,23 +24,19 @@ import (
 func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
 	attempts := c.Retries(inv) + 1
 	var errs []error
-	var tried []protocol.Invoker
+	var tried Tried
 	for attempt := range attempts {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		invokers, err := c.List(inv)
+		p, err := c.Pick(inv, tried)
 		if err != nil {
 			if attempt == 0 {
 				return nil, err
 			}
 			errs = append(errs, err)
 			break
-		}
-		p, err := c.Select(invokers, inv, tried)
-		if err != nil {
-			return nil, err
 		}
 		res, err := c.Call(ctx, p, inv)
 		if err == nil {
@@ -58,18 +54,14 @@ func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*proto
 			return nil, fmt.Errorf("cluster: failover %s.%s: attempt %d got an answer: %w", serviceOf(inv), inv.Method, attempt+1, errors.Join(errs...))
 		}
 		errs = append(errs, fmt.Errorf("attempt %d on %s: %w", attempt+1, p.URL().Address(), err))
-		tried = append(tried, p)
+		tried.Add(p)
 	}
 	return nil, fmt.Errorf("cluster: failover %s.%s: %d attempts failed: %w", serviceOf(inv), inv.Method, len(errs), errors.Join(errs...))
 }
 
 // failfast makes one attempt and returns its error.
 func failfast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
-	invokers, err := c.List(inv)
-	if err != nil {
-		return nil, err
-	}
-	p, err := c.Select(invokers, inv, nil)
+	p, err := c.Pick(inv, Tried{})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +88,7 @@ func failsafe(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*proto
 // broadcast calls every provider, one after the other, and fails if any
 // fails, with every error; otherwise it returns the last result.
 func broadcast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
-	invokers, err := c.List(inv)
+	invokers, err := c.Providers(inv)
 	if err != nil {
 		return nil, err
 	}
@@ -137,21 +129,23 @@ type outcome struct {
 
 // Invoke implements Strategy.
 func (f *forking) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
-	invokers, err := c.List(inv)
+	invokers, err := c.Providers(inv)
 	if err != nil {
 		return nil, err
 	}
 	targets := invokers
 	if n := c.Forks(); n < len(invokers) {
 		targets = make([]protocol.Invoker, 0, n)
+		var tried Tried
 		for len(targets) < n {
-			p, err := c.Select(invokers, inv, targets)
+			p, err := c.Pick(inv, tried)
 			if err != nil {
 				return nil, err
 			}
-			if containsURL(targets, p) {
+			if tried.Has(p) {
 				break
 			}
+			tried.Add(p)
 			targets = append(targets, p)
 		}
 	}
@@ -261,11 +255,7 @@ func newFailback(o Options) *failback {
 
 // Invoke implements Strategy.
 func (f *failback) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
-	invokers, err := c.List(inv)
-	var p protocol.Invoker
-	if err == nil {
-		p, err = c.Select(invokers, inv, nil)
-	}
+	p, err := c.Pick(inv, Tried{})
 	if err == nil {
 		var res *protocol.Result
 		if res, err = c.Call(ctx, p, inv); err == nil {
@@ -346,15 +336,11 @@ func (f *failback) retry(t *task) {
 	defer cancel()
 	stop := context.AfterFunc(f.ctx, cancel)
 	defer stop()
-	var tried []protocol.Invoker
+	var tried Tried
 	if t.last != nil {
-		tried = []protocol.Invoker{t.last}
+		tried.Add(t.last)
 	}
-	invokers, err := t.c.List(t.inv)
-	var p protocol.Invoker
-	if err == nil {
-		p, err = t.c.Select(invokers, t.inv, tried)
-	}
+	p, err := t.c.Pick(t.inv, tried)
 	if err == nil {
 		if _, err = t.c.Call(ctx, p, t.inv); err == nil || isBusiness(err) {
 			f.log.Info("background retry succeeded", zap.String("service", serviceOf(t.inv)),

@@ -502,7 +502,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 			}
 			ref.direct = append(ref.direct, wrap(inv))
 		}
-		dir = cluster.Static(ref.direct)
+		dir = cluster.NewStatic(ref.direct...)
 	} else {
 		d, err := registry.NewDirectory(registry.DirectoryOptions{
 			Consumer: consumer,
@@ -596,7 +596,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		err = ref.dir.WaitReady(wctx)
 		cancel()
 		if rc.Check {
-			if err == nil && len(ref.dir.Invokers()) == 0 {
+			if err == nil && len(ref.dir.Snapshot().Invokers()) == 0 {
 				err = fmt.Errorf("%w %s", cluster.ErrNoProvider, consumer.ServiceKey())
 			}
 			if err != nil {
@@ -693,7 +693,6 @@ type routerListener struct {
 }
 
 func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
-	l.Directory.NotifyRouters(urls)
 	rs, err := cluster.RoutersFromURLs(urls, l.consumer)
 	if err != nil {
 		l.log.Warn("bad routing rule in registry; keeping the previous rules", zap.Error(err))

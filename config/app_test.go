@@ -282,9 +282,11 @@ func TestConfiguredRouter(t *testing.T) {
 // firstBalancer always picks the first provider of the list.
 type firstBalancer struct{ picks *atomic.Int64 }
 
-func (f firstBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
+func (f firstBalancer) Build([]protocol.Invoker) loadbalance.Picker { return f }
+
+func (f firstBalancer) Pick(*protocol.Invocation, loadbalance.Exclude) (int, error) {
 	f.picks.Add(1)
-	return invokers[0], nil
+	return 0, nil
 }
 
 // A load balancer added by name is used by references that name it.

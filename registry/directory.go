@@ -46,8 +46,8 @@ type DirectoryOptions struct {
 }
 
 // Directory is the registry directory: a Listener that turns provider
-// lists into invokers, and a cluster.Directory that hands the cluster layer
-// an immutable snapshot of them.
+// lists into invokers, and a cluster.Directory that publishes them to the
+// cluster layer as immutable, versioned snapshots (one per change).
 //
 // On every list it reuses the invokers of providers still present (keyed by
 // the provider URL), refers new ones, and retires departed ones: a retired
@@ -58,21 +58,18 @@ type DirectoryOptions struct {
 // reports no providers); a non-empty list of which no provider could be
 // referred is ignored and the old invokers are kept.
 //
-// List never trusts the registry alone: it leaves out invokers whose
-// protocol.IsAvailable is false (their connection is down). When every
-// invoker is unavailable it returns them all, so the call is attempted and
-// fails fast with a connection error (and the lazy connection is re-dialled)
-// rather than with "no provider".
+// A snapshot lists every invoker, whether its connection is up or not:
+// the cluster invoker is the one that decides availability.
 //
 // A Directory is safe for concurrent use.
 type Directory struct {
 	opts DirectoryOptions
 	log  *zap.Logger
 
-	snap     atomic.Pointer[snapshot]
-	filtered atomic.Pointer[filteredList]
+	snap atomic.Pointer[cluster.Snapshot]
 
 	mu       sync.Mutex // serializes Notify and Close
+	version  uint64     // of the last snapshot
 	closed   bool
 	byKey    map[string]*tracked
 	rmu      sync.Mutex // guards retiring; never held while closing an invoker
@@ -80,26 +77,12 @@ type Directory struct {
 	changed  chan struct{}
 	ready    chan struct{}
 	readyOK  bool
-	routers  atomic.Pointer[[]*protocol.URL]
 }
 
 var (
 	_ cluster.Directory = (*Directory)(nil)
 	_ Listener          = (*Directory)(nil)
-	_ RouterListener    = (*Directory)(nil)
 )
-
-type snapshot struct {
-	invokers []protocol.Invoker
-}
-
-// filteredList caches List's result for one snapshot and one set of
-// unavailable positions, so a steady state returns the same slice.
-type filteredList struct {
-	snap *snapshot
-	down []int
-	out  []protocol.Invoker
-}
 
 // NewDirectory returns an empty directory; subscribe it to a registry to
 // fill it.
@@ -128,67 +111,13 @@ func NewDirectory(o DirectoryOptions) (*Directory, error) {
 		changed:  make(chan struct{}),
 		ready:    make(chan struct{}),
 	}
-	d.snap.Store(&snapshot{})
+	d.snap.Store(cluster.NewSnapshot(0, nil))
 	return d, nil
 }
 
-// List implements cluster.Directory: the available invokers of the
-// current snapshot (all of them when none is available). The result must
-// not be modified. List does not allocate while the set of unavailable
-// invokers stays the same.
-func (d *Directory) List(*protocol.Invocation) ([]protocol.Invoker, error) {
-	s := d.snap.Load()
-	all := s.invokers
-	fc := d.filtered.Load()
-	match := fc != nil && fc.snap == s
-	down := 0
-	for i, inv := range all {
-		if !protocol.IsAvailable(inv) {
-			if match && (down >= len(fc.down) || fc.down[down] != i) {
-				match = false
-			}
-			down++
-		}
-	}
-	if down == 0 || down == len(all) {
-		return all, nil
-	}
-	if match && down == len(fc.down) {
-		return fc.out, nil
-	}
-	f := &filteredList{snap: s, down: make([]int, 0, down), out: make([]protocol.Invoker, 0, len(all)-down)}
-	for i, inv := range all {
-		if protocol.IsAvailable(inv) {
-			f.out = append(f.out, inv)
-		} else {
-			f.down = append(f.down, i)
-		}
-	}
-	if len(f.out) == 0 {
-		// Everything went down between the two passes.
-		return all, nil
-	}
-	d.filtered.Store(f)
-	return f.out, nil
-}
-
-// Invokers returns every invoker of the current snapshot, available or
-// not. The result must not be modified.
-func (d *Directory) Invokers() []protocol.Invoker { return d.snap.Load().invokers }
-
-// Routers returns the router URLs last notified (see RouterListener).
-func (d *Directory) Routers() []*protocol.URL {
-	if p := d.routers.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// NotifyRouters implements RouterListener by keeping the URLs for Routers.
-func (d *Directory) NotifyRouters(routers []*protocol.URL) {
-	rs := slices.Clone(routers)
-	d.routers.Store(&rs)
-}
+// Snapshot implements cluster.Directory: the current invokers, the same
+// *Snapshot until the next change. It neither blocks nor allocates.
+func (d *Directory) Snapshot() *cluster.Snapshot { return d.snap.Load() }
 
 // Changed returns a channel that is closed when the next snapshot is
 // published, so tests and callers can wait for a change without polling.
@@ -254,10 +183,16 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 	for i, k := range keys {
 		invs[i] = next[k]
 	}
-	d.snap.Store(&snapshot{invokers: invs})
+	d.publish(invs)
 	close(d.changed)
 	d.changed = make(chan struct{})
 	d.markReady()
+}
+
+// publish makes invs the next snapshot; d.mu must be held.
+func (d *Directory) publish(invs []protocol.Invoker) {
+	d.version++
+	d.snap.Store(cluster.NewSnapshot(d.version, invs))
 }
 
 func (d *Directory) markReady() {
@@ -300,7 +235,7 @@ func (d *Directory) Close() error {
 		d.retire(t, 0)
 	}
 	d.byKey = map[string]*tracked{}
-	d.snap.Store(&snapshot{})
+	d.publish(nil)
 	close(d.changed)
 	d.changed = make(chan struct{})
 	d.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/memory"
@@ -23,6 +24,7 @@ type fakeInvoker struct {
 	u         *protocol.URL
 	available atomic.Bool
 	closes    atomic.Int32
+	calls     atomic.Int64
 	started   chan struct{}
 	gate      chan struct{}
 }
@@ -34,6 +36,7 @@ func (f *fakeInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*pr
 	if f.closes.Load() > 0 {
 		return nil, errors.New("fake: invoker closed")
 	}
+	f.calls.Add(1)
 	if f.gate != nil {
 		f.started <- struct{}{}
 		select {
@@ -151,13 +154,13 @@ func TestDirectoryReusesKeptInvokers(t *testing.T) {
 	p := newFakeProtocol()
 	d := newDir(t, p, time.Second)
 	d.Notify([]*protocol.URL{prov(1), prov(2)})
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	if got := ports(l); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("list = %v", got)
 	}
 	a := unwrap(l[0])
 	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3)})
-	l, _ = d.List(nil)
+	l = d.Snapshot().Invokers()
 	if got := ports(l); fmt.Sprint(got) != "[1 2 3]" {
 		t.Fatalf("list = %v", got)
 	}
@@ -186,7 +189,7 @@ func TestDirectoryFiltersVersionAndGroup(t *testing.T) {
 		prov(5, "version", "1.0"),
 		prov(6, "version", "1.0", "group", "a", "enabled", "false"),
 	})
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	if got := ports(l); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("list = %v, want [1 2]", got)
 	}
@@ -200,7 +203,7 @@ func TestDirectoryDrainsDepartedProvider(t *testing.T) {
 	p.gated[1] = gate
 	d := newDir(t, p, time.Minute)
 	d.Notify([]*protocol.URL{prov(1), prov(2)})
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	a := p.invoker(1)
 	errc := make(chan error, 2)
 	for range 2 {
@@ -214,7 +217,7 @@ func TestDirectoryDrainsDepartedProvider(t *testing.T) {
 	changed := d.Changed()
 	d.Notify([]*protocol.URL{prov(2)})
 	<-changed
-	l2, _ := d.List(nil)
+	l2 := d.Snapshot().Invokers()
 	if got := ports(l2); fmt.Sprint(got) != "[2]" {
 		t.Fatalf("after removal list = %v, want [2]", got)
 	}
@@ -248,7 +251,7 @@ func TestDirectoryDrainTimeout(t *testing.T) {
 	p.gated[1] = gate
 	d := newDir(t, p, 50*time.Millisecond)
 	d.Notify([]*protocol.URL{prov(1)})
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	a := p.invoker(1)
 	done := make(chan struct{})
 	go func() {
@@ -274,36 +277,44 @@ func TestDirectoryDrainTimeout(t *testing.T) {
 	}
 }
 
+// TestDirectoryAvailability: the directory lists every invoker, up or
+// down, and a snapshot lasts until the list changes; the cluster invoker
+// is the one that skips those whose connection is down.
 func TestDirectoryAvailability(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	p := newFakeProtocol()
 	d := newDir(t, p, time.Second)
 	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3)})
-	all, _ := d.List(nil)
+	s := d.Snapshot()
 	p.invoker(2).available.Store(false)
-	l, _ := d.List(nil)
-	if got := ports(l); fmt.Sprint(got) != "[1 3]" {
-		t.Fatalf("list = %v, want [1 3]", got)
+	if d.Snapshot() != s || len(s.Invokers()) != 3 {
+		t.Fatalf("availability changed the snapshot: %v", ports(d.Snapshot().Invokers()))
 	}
-	l2, _ := d.List(nil)
-	if &l2[0] != &l[0] {
-		t.Fatal("steady state returned a new slice")
+	if n := testing.AllocsPerRun(100, func() { _ = d.Snapshot() }); n != 0 {
+		t.Fatalf("Snapshot allocates %v per call", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = d.List(nil) }); n != 0 {
-		t.Fatalf("List allocates %v per call in a steady state", n)
+	c, err := cluster.New(d, cluster.Options{LoadBalance: "roundrobin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 6 {
+		if _, err := c.Invoke(ctx, &protocol.Invocation{Method: "Hi"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := []int64{p.invoker(1).calls.Load(), p.invoker(2).calls.Load(), p.invoker(3).calls.Load()}; fmt.Sprint(got) != "[3 0 3]" {
+		t.Fatalf("calls = %v, want [3 0 3]", got)
 	}
 	p.invoker(1).available.Store(false)
 	p.invoker(3).available.Store(false)
-	l, _ = d.List(nil)
-	if len(l) != 3 || &l[0] != &all[0] {
-		t.Fatalf("all unavailable: list = %v, want all 3", ports(l))
+	if _, err := c.Invoke(ctx, &protocol.Invocation{Method: "Hi"}); !errors.Is(err, cluster.ErrNoProvider) {
+		t.Fatalf("all down: err = %v, want ErrNoProvider", err)
 	}
-	p.invoker(2).available.Store(true)
-	l, _ = d.List(nil)
-	if got := ports(l); fmt.Sprint(got) != "[2]" {
-		t.Fatalf("list = %v, want [2]", got)
-	}
-	if got := len(d.Invokers()); got != 3 {
-		t.Fatalf("Invokers = %d, want 3", got)
+	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3), prov(4)})
+	if s2 := d.Snapshot(); s2.Version() <= s.Version() || len(s2.Invokers()) != 4 {
+		t.Fatalf("new list: version %d after %d, %d invokers", s2.Version(), s.Version(), len(s2.Invokers()))
 	}
 }
 
@@ -312,19 +323,19 @@ func TestDirectoryReferFailures(t *testing.T) {
 	p.failFor[9] = true
 	d := newDir(t, p, time.Second)
 	d.Notify([]*protocol.URL{prov(1), prov(9)})
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	if got := ports(l); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("list = %v, want [1]", got)
 	}
 	// A list of which nothing can be referred keeps the old invokers.
 	d.Notify([]*protocol.URL{prov(9)})
-	l, _ = d.List(nil)
+	l = d.Snapshot().Invokers()
 	if got := ports(l); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("list = %v, want [1] kept", got)
 	}
 	// An empty list empties the directory and closes the invokers.
 	d.Notify(nil)
-	if l, _ := d.List(nil); len(l) != 0 {
+	if l := d.Snapshot().Invokers(); len(l) != 0 {
 		t.Fatalf("list = %v, want empty", ports(l))
 	}
 	waitClosed(t, p.invoker(1))
@@ -341,7 +352,7 @@ func TestDirectoryCloseWaitsForCalls(t *testing.T) {
 	p.gated[1] = gate
 	d := newDir(t, p, 5*time.Second)
 	d.Notify([]*protocol.URL{prov(1), prov(2)})
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	a := p.invoker(1)
 	errc := make(chan error, 1)
 	go func() {
@@ -379,7 +390,7 @@ func TestDirectoryCloseWaitsForCalls(t *testing.T) {
 	}
 	// Lists after Close are ignored.
 	d.Notify([]*protocol.URL{prov(3)})
-	if l, _ := d.List(nil); len(l) != 0 {
+	if l := d.Snapshot().Invokers(); len(l) != 0 {
 		t.Fatal("list after Close")
 	}
 }
@@ -406,7 +417,7 @@ func TestDirectoryOverMemoryRegistry(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no change")
 	}
-	l, _ := d.List(nil)
+	l := d.Snapshot().Invokers()
 	res, err := l[0].Invoke(ctx, &protocol.Invocation{Method: "Hi"})
 	if err != nil || res.Value != "127.0.0.1:7" {
 		t.Fatalf("call: %v %v", res, err)
@@ -437,7 +448,7 @@ func TestDirectoryConcurrentNotifyListInvoke(t *testing.T) {
 					return
 				default:
 				}
-				l, _ := d.List(nil)
+				l := d.Snapshot().Invokers()
 				if len(l) == 0 {
 					failures.Add(1)
 					continue
@@ -465,7 +476,7 @@ func TestDirectoryConcurrentNotifyListInvoke(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	live := map[*fakeInvoker]bool{}
-	for _, inv := range d.Invokers() {
+	for _, inv := range d.Snapshot().Invokers() {
 		live[unwrap(inv).(*fakeInvoker)] = true
 	}
 	for _, fs := range p.byAddr {
@@ -487,19 +498,10 @@ func BenchmarkDirectoryList(b *testing.B) {
 	d, _ := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p})
 	defer d.Close()
 	d.Notify([]*protocol.URL{prov(1), prov(2), prov(3), prov(4), prov(5)})
-	b.Run("all-available", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_, _ = d.List(nil)
-		}
-	})
-	p.invoker(3).available.Store(false)
-	b.Run("one-down", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_, _ = d.List(nil)
-		}
-	})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = d.Snapshot().Invokers()
+	}
 }
 
 // BenchmarkDirectoryInvoke measures List plus a call through the in-flight
@@ -521,7 +523,7 @@ func BenchmarkDirectoryInvoke(b *testing.B) {
 	b.Run("directory", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			l, _ := d.List(inv)
+			l := d.Snapshot().Invokers()
 			_, _ = l[0].Invoke(ctx, inv)
 		}
 	})

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/minidubbo/minidubbo/protocol"
 )
@@ -33,21 +32,15 @@ const DefaultVirtualNodes = 160
 // and the call carries it (client-address hashing, for example). Weights
 // are ignored.
 type ConsistentHashBalancer struct {
-	now        func() time.Time
 	vnodes     int
 	args       []int
 	attachment string
-	methods    perMethod[chState]
 	builds     atomic.Int64
-	lastRing   atomic.Pointer[ring] // shared by methods over the same set
+	mu         sync.Mutex
+	lastRing   atomic.Pointer[ring] // shared by the pickers of the same set
 }
 
 var _ LoadBalance = (*ConsistentHashBalancer)(nil)
-
-type chState struct {
-	mu   sync.Mutex
-	view atomic.Pointer[chView]
-}
 
 // ring is the immutable hash ring of one provider set.
 type ring struct {
@@ -57,16 +50,17 @@ type ring struct {
 	owners  []int32  // owners[k] is the member index of points[k]
 }
 
-// chView binds a ring to one invoker slice.
-type chView struct {
-	invokers []protocol.Invoker
-	ring     *ring
-	slot     []int32 // member index -> invoker index
+// chPicker binds a ring to one provider list.
+type chPicker struct {
+	b    *ConsistentHashBalancer
+	n    int
+	ring *ring
+	slot []int32 // member index -> invoker index
 }
 
 // NewConsistentHash returns a consistent-hash balancer.
 func NewConsistentHash(o Options) *ConsistentHashBalancer {
-	b := &ConsistentHashBalancer{now: o.now(), vnodes: o.VirtualNodes, args: o.HashArguments, attachment: o.HashAttachment}
+	b := &ConsistentHashBalancer{vnodes: o.VirtualNodes, args: o.HashArguments, attachment: o.HashAttachment}
 	if b.vnodes <= 0 {
 		b.vnodes = DefaultVirtualNodes
 	}
@@ -74,24 +68,33 @@ func NewConsistentHash(o Options) *ConsistentHashBalancer {
 	if len(b.args) == 0 {
 		b.args = []int{0}
 	}
-	b.methods.newT = func() *chState { return &chState{} }
 	return b
 }
 
-// Select implements LoadBalance.
-func (b *ConsistentHashBalancer) Select(invokers []protocol.Invoker, inv *protocol.Invocation) (protocol.Invoker, error) {
-	switch len(invokers) {
+// Pick implements Picker: the provider owning the first ring point at or
+// after the key's; when that one is excluded, the owner of the next point
+// that is not.
+func (p *chPicker) Pick(inv *protocol.Invocation, ex Exclude) (int, error) {
+	switch p.n {
 	case 0:
-		return nil, ErrNoInvokers
+		return 0, ErrNoInvokers
 	case 1:
-		return invokers[0], nil
+		if excluded(ex, 0) {
+			return 0, ErrNoInvokers
+		}
+		return 0, nil
 	}
-	st := b.methods.get(inv, b.now().UnixMilli())
-	v := st.view.Load()
-	if v == nil || !sameSlice(v.invokers, invokers) {
-		v = b.rebind(st, invokers)
+	r := p.ring
+	k := r.search(hashKey(p.b.key(inv)))
+	for range len(r.points) {
+		if i := int(p.slot[r.owners[k]]); !excluded(ex, i) {
+			return i, nil
+		}
+		if k++; k == len(r.points) {
+			k = 0
+		}
 	}
-	return invokers[v.slot[v.ring.lookup(hashKey(b.key(inv)))]], nil
+	return 0, ErrNoInvokers
 }
 
 // Key returns the hash key the balancer uses for inv.
@@ -139,11 +142,13 @@ func argString(a any) string {
 	}
 }
 
-func (b *ConsistentHashBalancer) rebind(st *chState, invokers []protocol.Invoker) *chView {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if v := st.view.Load(); v != nil && sameSlice(v.invokers, invokers) {
-		return v
+// Build implements LoadBalance. The ring depends only on the set of
+// provider addresses and is shared with the previous list's when the set
+// is the same.
+func (b *ConsistentHashBalancer) Build(invokers []protocol.Invoker) Picker {
+	p := &chPicker{b: b, n: len(invokers)}
+	if len(invokers) < 2 {
+		return p
 	}
 	addrs := make([]string, len(invokers))
 	for i, inv := range invokers {
@@ -158,24 +163,22 @@ func (b *ConsistentHashBalancer) rebind(st *chState, invokers []protocol.Invoker
 		h.Write([]byte{0})
 	}
 	setHash := h.Sum64()
-	var r *ring
-	if old := st.view.Load(); old != nil && old.ring.setHash == setHash && slices.Equal(old.ring.members, members) {
-		r = old.ring
-	} else if last := b.lastRing.Load(); last != nil && last.setHash == setHash && slices.Equal(last.members, members) {
-		r = last
-	} else {
+	b.mu.Lock()
+	r := b.lastRing.Load()
+	if r == nil || r.setHash != setHash || !slices.Equal(r.members, members) {
 		r = buildRing(members, b.vnodes)
 		r.setHash = setHash
 		b.builds.Add(1)
 		b.lastRing.Store(r)
 	}
-	v := &chView{invokers: invokers, ring: r, slot: make([]int32, len(members))}
+	b.mu.Unlock()
+	p.ring = r
+	p.slot = make([]int32, len(members))
 	for i := len(addrs) - 1; i >= 0; i-- { // the first invoker of an address wins
 		m, _ := slices.BinarySearch(members, addrs[i])
-		v.slot[m] = int32(i)
+		p.slot[m] = int32(i)
 	}
-	st.view.Store(v)
-	return v
+	return p
 }
 
 func buildRing(members []string, vnodes int) *ring {
@@ -217,7 +220,11 @@ func hashKey(key string) uint32 {
 
 // lookup returns the member owning the first point at or after h, wrapping
 // around to the first point.
-func (r *ring) lookup(h uint32) int32 {
+func (r *ring) lookup(h uint32) int32 { return r.owners[r.search(h)] }
+
+// search returns the index of the first point at or after h, wrapping
+// around to 0.
+func (r *ring) search(h uint32) int {
 	lo, hi := 0, len(r.points)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -230,7 +237,7 @@ func (r *ring) lookup(h uint32) int32 {
 	if lo == len(r.points) {
 		lo = 0
 	}
-	return r.owners[lo]
+	return lo
 }
 
 // RingBuilds returns how many rings the balancer has built (for tests and

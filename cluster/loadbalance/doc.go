@@ -5,7 +5,8 @@
 //	t := loadbalance.Builtin()
 //	lb, err := t.New(loadbalance.RoundRobin)
 //	if err != nil { ... } // an unknown name lists the known ones
-//	inv, err := lb.Select(invokers, invocation)
+//	picker := lb.Build(invokers) // once per provider list
+//	i, err := picker.Pick(invocation, nil) // per call: invokers[i]
 //
 // The built-in algorithms are random (weighted, the default), roundrobin
 // (smooth weighted round robin per service and method), leastactive (fewest
@@ -17,8 +18,9 @@
 //
 // leastactive, shortestresponse and p2c read per-provider statistics from a
 // Stats, which the cluster invoker updates on every call it makes (Begin and
-// End). Balancers cache what they derive from an invoker slice (weights,
-// statistics, rings) by the identity of the slice, so Select on an
-// unchanged provider list does no per-call parsing and, for random and
-// roundrobin, allocates nothing.
+// End). A balancer derives what it needs from a list (weights, statistics,
+// rings) once, in Build; Pick reads it without parsing or allocating, and
+// skips the providers its Exclude names (tried by the call, or down), so a
+// retry needs no new list. State that outlives a list (round-robin
+// positions, statistics) is keyed by provider identity in the balancer.
 package loadbalance

@@ -28,7 +28,7 @@ func ExampleRoundRobinBalancer() {
 	lb, _ := loadbalance.Builtin().New(loadbalance.RoundRobin)
 	call := &protocol.Invocation{Service: "demo.Greeter", Method: "SayHello"}
 	for range 7 {
-		inv, _ := lb.Select(invokers, call)
+		inv, _ := loadbalance.Select(lb, invokers, call)
 		fmt.Print(inv.URL().Host, " ")
 	}
 	fmt.Println()

@@ -29,34 +29,44 @@ func NewLeastActive(o Options) *LeastActiveBalancer {
 	return b
 }
 
-// Select implements LoadBalance.
-func (b *LeastActiveBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
-	switch len(invokers) {
-	case 0:
-		return nil, ErrNoInvokers
-	case 1:
-		return invokers[0], nil
-	}
-	s := b.cache.get(invokers)
+// Build implements LoadBalance.
+func (b *LeastActiveBalancer) Build(invokers []protocol.Invoker) Picker {
+	return &leastActivePicker{b: b, s: buildSnapshot(invokers, b.stats)}
+}
+
+type leastActivePicker struct {
+	b *LeastActiveBalancer
+	s *snapshot
+}
+
+// Pick implements Picker.
+func (p *leastActivePicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
+	s := p.s
 	nowMs := int64(0)
 	if s.warmUntilMs > 0 {
-		nowMs = b.now().UnixMilli()
+		nowMs = p.b.now().UnixMilli()
 	}
 	warming := s.warming(nowMs)
 	allZero := len(s.positive) == 0
+	stats := s.statsNow()
 	tp := tiePool.Get().(*[]tie)
 	ties := (*tp)[:0]
 	defer func() { *tp = ties[:0]; tiePool.Put(tp) }()
 	least := int64(-1)
+	var zeros bool // an available provider of weight 0 was passed over
 	for i := range s.entries {
+		if excluded(ex, i) {
+			continue
+		}
 		w := s.weightAt(i, nowMs, warming)
 		if w <= 0 {
 			if !allZero {
+				zeros = true
 				continue
 			}
 			w = 1
 		}
-		a := s.entries[i].stat.Active()
+		a := stats[i].Active()
 		switch {
 		case least < 0 || a < least:
 			least = a
@@ -65,7 +75,13 @@ func (b *LeastActiveBalancer) Select(invokers []protocol.Invoker, _ *protocol.In
 			ties = append(ties, tie{int32(i), w})
 		}
 	}
-	return invokers[pickTie(ties, b.rnd)], nil
+	if len(ties) == 0 {
+		if zeros { // only providers of weight 0 are left
+			return pickWeightedExcluding(s, p.b.rnd, nowMs, ex)
+		}
+		return 0, ErrNoInvokers
+	}
+	return pickTie(ties, p.b.rnd), nil
 }
 
 // tiePool recycles the tie buffers of Select, so that many equally loaded

@@ -27,20 +27,57 @@ const (
 // Default is the name of the default load balancer.
 const Default = Random
 
-// ErrNoInvokers is returned by Select for an empty invoker list.
+// ErrNoInvokers is returned by Pick when the list is empty or every
+// provider in it is excluded.
 var ErrNoInvokers = errors.New("loadbalance: no invokers to select from")
 
-// LoadBalance picks one invoker for a call. The cluster invoker calls it
-// once per attempt with the providers that are left after routing.
+// LoadBalance is a load-balancing algorithm. It derives a Picker from a
+// provider list once, and the Picker serves every call to that list, as
+// grpc-go's balancer builds a picker once per state change.
 //
-// Select must be safe for concurrent use and must not block. It must not
-// modify invokers, and it may assume that the slice is not modified after
-// the call (directories hand out immutable snapshots), so it may cache what
-// it derives from the slice by the slice's identity. It returns
-// ErrNoInvokers for an empty list.
+// The cluster invoker calls Build once per provider list it routes calls
+// to (one per directory snapshot and route); the list is immutable and
+// must not be modified. State that outlives one list (round-robin
+// positions, call statistics) belongs to the LoadBalance and is keyed by
+// provider identity, so a new list does not reset it. Build must be safe
+// for concurrent use.
 type LoadBalance interface {
-	Select(invokers []protocol.Invoker, inv *protocol.Invocation) (protocol.Invoker, error)
+	Build(invokers []protocol.Invoker) Picker
 }
+
+// Picker picks one provider of the list it was built from.
+//
+// Pick returns the index in that list of the provider for inv, never one
+// for which ex.Excluded is true (ex may be nil: nothing is excluded), or
+// ErrNoInvokers when no provider is left. The cluster invoker calls it
+// once per attempt. Pick must be safe for concurrent use, must not block,
+// and should not allocate.
+type Picker interface {
+	Pick(inv *protocol.Invocation, ex Exclude) (int, error)
+}
+
+// Exclude tells a Picker which providers of its list a call must not go
+// to: those already tried by this call, and those whose connection is
+// down. The cluster invoker implements it and is the one place that
+// decides availability; pickers only ask. Excluded is cheap and safe to
+// call many times per pick.
+type Exclude interface {
+	Excluded(i int) bool
+}
+
+// Select picks one provider of invokers for inv with lb. It builds a
+// picker every time, so it suits tools and one-off picks; callers picking
+// from the same list many times build the Picker once and keep it.
+func Select(lb LoadBalance, invokers []protocol.Invoker, inv *protocol.Invocation) (protocol.Invoker, error) {
+	i, err := lb.Build(invokers).Pick(inv, nil)
+	if err != nil {
+		return nil, err
+	}
+	return invokers[i], nil
+}
+
+// excluded reports whether ex excludes i; a nil ex excludes nothing.
+func excluded(ex Exclude, i int) bool { return ex != nil && ex.Excluded(i) }
 
 // StatsUser is implemented by balancers that read call statistics
 // (leastactive, shortestresponse, p2c). The cluster invoker records every

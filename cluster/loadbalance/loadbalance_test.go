@@ -32,7 +32,7 @@ func TestTable(t *testing.T) {
 	require.NoError(t, tb.Register("first", func(Options) LoadBalance { return firstBalancer{} }))
 	lb, err = tb.New("first")
 	require.NoError(t, err)
-	got, err := lb.Select(providers(1, 1), call("m"))
+	got, err := Select(lb, providers(1, 1), call("m"))
 	require.NoError(t, err)
 	assert.Equal(t, "A", name(got))
 	// an independent table does not see it
@@ -42,17 +42,17 @@ func TestTable(t *testing.T) {
 
 type firstBalancer struct{}
 
-func (firstBalancer) Select(invs []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
-	return invs[0], nil
-}
+func (firstBalancer) Build([]protocol.Invoker) Picker { return firstBalancer{} }
+
+func (firstBalancer) Pick(*protocol.Invocation, Exclude) (int, error) { return 0, nil }
 
 func TestEmptyList(t *testing.T) {
 	for _, n := range Builtin().Names() {
 		lb, err := Builtin().New(n)
 		require.NoError(t, err)
-		_, err = lb.Select(nil, call("m"))
+		_, err = Select(lb, nil, call("m"))
 		assert.ErrorIs(t, err, ErrNoInvokers, n)
-		got, err := lb.Select(providers(7), call("m"))
+		got, err := Select(lb, providers(7), call("m"))
 		require.NoError(t, err)
 		assert.Equal(t, "A", name(got), n)
 	}
@@ -97,7 +97,7 @@ func seq(t *testing.T, lb LoadBalance, invs []protocol.Invoker, inv *protocol.In
 	t.Helper()
 	var b strings.Builder
 	for range n {
-		got, err := lb.Select(invs, inv)
+		got, err := Select(lb, invs, inv)
 		require.NoError(t, err)
 		b.WriteString(name(got))
 	}
@@ -129,8 +129,8 @@ func TestRoundRobinStatePerMethod(t *testing.T) {
 	invs := providers(5, 1, 1)
 	var a, b strings.Builder
 	for range 7 {
-		x, _ := lb.Select(invs, call("a"))
-		y, _ := lb.Select(invs, call("b"))
+		x, _ := Select(lb, invs, call("a"))
+		y, _ := Select(lb, invs, call("b"))
 		a.WriteString(name(x))
 		b.WriteString(name(y))
 	}
@@ -189,7 +189,7 @@ func TestRoundRobinWarmupDoesNotReset(t *testing.T) {
 	invs := []protocol.Invoker{provider(0, 100, nil), provider(1, 100, map[string]string{protocol.KeyTimestamp: start})}
 	counts := map[string]int{}
 	for range 3000 {
-		got, _ := lb.Select(invs, call("m"))
+		got, _ := Select(lb, invs, call("m"))
 		counts[name(got)]++
 		c.add(100 * time.Millisecond) // 3000 calls span the remaining 5 minutes
 	}
@@ -273,7 +273,7 @@ func pickCounts(t *testing.T, lb LoadBalance, invs []protocol.Invoker, n int) []
 	counts := make([]int, len(invs))
 	inv := call("m")
 	for range n {
-		got, err := lb.Select(invs, inv)
+		got, err := Select(lb, invs, inv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +403,7 @@ func TestConsistentHashSpreadAndRemap(t *testing.T) {
 	owner := make([]string, keys)
 	counts := map[string]int{}
 	for k := range keys {
-		got, err := lb.Select(invs, call("get", "user-"+strconv.Itoa(k)))
+		got, err := Select(lb, invs, call("get", "user-"+strconv.Itoa(k)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +419,7 @@ func TestConsistentHashSpreadAndRemap(t *testing.T) {
 	without := append(append([]protocol.Invoker{}, invs[:4]...), invs[5:]...)
 	moved := 0
 	for k := range keys {
-		got, _ := lb.Select(without, call("get", "user-"+strconv.Itoa(k)))
+		got, _ := Select(lb, without, call("get", "user-"+strconv.Itoa(k)))
 		if name(got) != owner[k] {
 			moved++
 			if owner[k] != "E" {
@@ -446,7 +446,7 @@ func TestConsistentHashOrderIndependentAndRebuildOnlyOnChange(t *testing.T) {
 	invs := providers(1, 1, 1, 1, 1)
 	first := map[string]string{}
 	for k := range 200 {
-		got, _ := lb.Select(invs, call("get", k))
+		got, _ := Select(lb, invs, call("get", k))
 		first[strconv.Itoa(k)] = name(got)
 	}
 	assert.Equal(t, int64(1), lb.RingBuilds())
@@ -454,20 +454,20 @@ func TestConsistentHashOrderIndependentAndRebuildOnlyOnChange(t *testing.T) {
 	shuffled := providers(1, 1, 1, 1, 1)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	for k := range 200 {
-		got, _ := lb.Select(shuffled, call("get", k))
+		got, _ := Select(lb, shuffled, call("get", k))
 		assert.Equal(t, first[strconv.Itoa(k)], name(got))
 	}
 	// another method over the same set shares the ring
-	lb.Select(shuffled, call("other", 1))
+	Select(lb, shuffled, call("other", 1))
 	assert.Equal(t, int64(1), lb.RingBuilds())
 	// a different set rebuilds once
-	lb.Select(invs[:4:4], call("get", 1))
-	lb.Select(invs[:4:4], call("get", 2))
+	Select(lb, invs[:4:4], call("get", 1))
+	Select(lb, invs[:4:4], call("get", 2))
 	assert.Equal(t, int64(2), lb.RingBuilds())
 	// a fresh balancer in "another process" maps the same way
 	other := NewConsistentHash(Options{})
 	for k := range 200 {
-		got, _ := other.Select(shuffled, call("get", k))
+		got, _ := Select(other, shuffled, call("get", k))
 		assert.Equal(t, first[strconv.Itoa(k)], name(got))
 	}
 }
@@ -487,16 +487,16 @@ func TestConsistentHashKeys(t *testing.T) {
 	invs := providers(1, 1, 1, 1, 1, 1, 1, 1)
 	// the key is the first argument by default: other arguments do not matter
 	lb := NewConsistentHash(Options{})
-	a, _ := lb.Select(invs, call("get", "k1", 1))
+	a, _ := Select(lb, invs, call("get", "k1", 1))
 	for i := range 20 {
-		b, _ := lb.Select(invs, call("get", "k1", i))
+		b, _ := Select(lb, invs, call("get", "k1", i))
 		assert.Same(t, a, b)
 	}
 	// chosen arguments
 	lb2 := NewConsistentHash(Options{HashArguments: []int{1}})
 	spread := map[string]bool{}
 	for i := range 50 {
-		b, _ := lb2.Select(invs, call("get", "k1", i))
+		b, _ := Select(lb2, invs, call("get", "k1", i))
 		spread[name(b)] = true
 	}
 	assert.Greater(t, len(spread), 4)
@@ -504,17 +504,17 @@ func TestConsistentHashKeys(t *testing.T) {
 	lb3 := NewConsistentHash(Options{HashAttachment: "client.address"})
 	inv := call("get", "x")
 	inv.Attachments = map[string]string{"client.address": "192.168.1.7"}
-	c, _ := lb3.Select(invs, inv)
+	c, _ := Select(lb3, invs, inv)
 	for i := range 20 {
 		inv := call("get", i)
 		inv.Attachments = map[string]string{"client.address": "192.168.1.7"}
-		d, _ := lb3.Select(invs, inv)
+		d, _ := Select(lb3, invs, inv)
 		assert.Same(t, c, d)
 	}
 	// no arguments at all still selects
-	_, err := lb.Select(invs, call("none"))
+	_, err := Select(lb, invs, call("none"))
 	require.NoError(t, err)
-	_, err = lb.Select(invs, nil)
+	_, err = Select(lb, invs, nil)
 	require.NoError(t, err)
 }
 
@@ -536,7 +536,7 @@ func TestConcurrentSelectWhileListChanges(t *testing.T) {
 					inv := call("m"+strconv.Itoa(g%3), "key"+strconv.Itoa(g))
 					for i := 0; i < 500; i++ {
 						l := *cur.Load()
-						got, err := lb.Select(l, inv)
+						got, err := Select(lb, l, inv)
 						if err != nil {
 							t.Error(err)
 							return
@@ -581,7 +581,7 @@ func TestRoundRobinConcurrentExact(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			for range 7 * 50 {
-				got, _ := lb.Select(invs, call("m"))
+				got, _ := Select(lb, invs, call("m"))
 				switch name(got) {
 				case "A":
 					a.Add(1)
@@ -607,7 +607,7 @@ func contains(l []protocol.Invoker, x protocol.Invoker) bool {
 }
 
 func TestErrNoInvokersIsSentinel(t *testing.T) {
-	_, err := NewRandom(Options{}).Select([]protocol.Invoker{}, call("m"))
+	_, err := Select(NewRandom(Options{}), []protocol.Invoker{}, call("m"))
 	assert.True(t, errors.Is(err, ErrNoInvokers))
 }
 

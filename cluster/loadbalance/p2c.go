@@ -34,56 +34,120 @@ func NewP2C(o Options) *P2CBalancer {
 	return b
 }
 
-// Select implements LoadBalance.
-func (b *P2CBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
-	switch len(invokers) {
-	case 0:
-		return nil, ErrNoInvokers
-	case 1:
-		return invokers[0], nil
+// Build implements LoadBalance.
+func (b *P2CBalancer) Build(invokers []protocol.Invoker) Picker {
+	return &p2cPicker{b: b, s: buildSnapshot(invokers, b.stats)}
+}
+
+type p2cPicker struct {
+	b *P2CBalancer
+	s *snapshot
+}
+
+// Pick implements Picker.
+func (p *p2cPicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
+	s, b := p.s, p.b
+	x, y, err := p.draw(ex)
+	if err != nil || x == y {
+		return x, err
 	}
-	s := b.cache.get(invokers)
 	nowMs := b.now().UnixMilli()
-	var x, y int
-	if n := len(s.positive); n >= 2 {
-		i := b.rnd.intN(n)
-		j := b.rnd.intN(n - 1)
-		if j >= i {
-			j++
-		}
-		x, y = int(s.positive[i]), int(s.positive[j])
-	} else if n == 1 {
-		return invokers[s.positive[0]], nil
-	} else {
-		n = len(s.entries)
-		x = b.rnd.intN(n)
-		y = b.rnd.intN(n - 1)
-		if y >= x {
-			y++
-		}
+	stats := s.statsNow()
+	if b.probe(stats[x], nowMs) {
+		return x, nil
 	}
-	if b.probe(s.entries[x].stat, nowMs) {
-		return invokers[x], nil
-	}
-	if b.probe(s.entries[y].stat, nowMs) {
-		return invokers[y], nil
+	if b.probe(stats[y], nowMs) {
+		return y, nil
 	}
 	// a provider without a measured latency gets calls only through its
 	// probe, so a new provider is not flooded before its first answer
-	ux, uy := s.entries[x].stat.latencyNs() == 0, s.entries[y].stat.latencyNs() == 0
+	ux, uy := stats[x].latencyNs() == 0, stats[y].latencyNs() == 0
 	if ux != uy {
 		if ux {
-			return invokers[y], nil
+			return y, nil
 		}
-		return invokers[x], nil
+		return x, nil
 	}
 	warming := s.warming(nowMs)
-	lx := b.load(s, x, nowMs, warming)
-	ly := b.load(s, y, nowMs, warming)
+	lx := b.load(s, stats[x], x, nowMs, warming)
+	ly := b.load(s, stats[y], y, nowMs, warming)
 	if ly < lx {
-		return invokers[y], nil
+		return y, nil
 	}
-	return invokers[x], nil
+	return x, nil
+}
+
+// draw returns two distinct providers that ex does not exclude, drawn
+// uniformly from those of positive weight (from all when every weight is
+// 0), or the same one twice when only one is left.
+func (p *p2cPicker) draw(ex Exclude) (x, y int, err error) {
+	s := p.s
+	pool := s.positive
+	if len(pool) == 0 {
+		pool = s.all()
+	}
+	n := len(pool)
+	if n == 0 {
+		return 0, 0, ErrNoInvokers
+	}
+	if n >= 2 {
+		for range 4 { // a few draws, then the slow path
+			i := p.b.rnd.intN(n)
+			j := p.b.rnd.intN(n - 1)
+			if j >= i {
+				j++
+			}
+			x, y = int(pool[i]), int(pool[j])
+			if !excluded(ex, x) && !excluded(ex, y) {
+				return x, y, nil
+			}
+		}
+	}
+	// count what is left, then draw among it
+	left := 0
+	for _, k := range pool {
+		if !excluded(ex, int(k)) {
+			left++
+		}
+	}
+	switch left {
+	case 0:
+		if len(s.positive) > 0 && len(s.positive) < len(s.entries) {
+			i, err := pickWeightedExcluding(s, p.b.rnd, 0, ex) // weight 0 is all that is left
+			return i, i, err
+		}
+		return 0, 0, ErrNoInvokers
+	case 1:
+		for _, k := range pool {
+			if !excluded(ex, int(k)) {
+				return int(k), int(k), nil
+			}
+		}
+		return 0, 0, ErrNoInvokers
+	}
+	a := p.b.rnd.intN(left)
+	c := p.b.rnd.intN(left - 1)
+	if c >= a {
+		c++
+	}
+	x, y = -1, -1
+	for _, k := range pool {
+		if excluded(ex, int(k)) {
+			continue
+		}
+		if a == 0 {
+			x = int(k)
+		}
+		if c == 0 {
+			y = int(k)
+		}
+		a--
+		c--
+	}
+	if x < 0 || y < 0 { // availability changed between the passes
+		return 0, 0, ErrNoInvokers
+	}
+	return x, y, nil
 }
 
 // probe reports whether the provider should be tried now to refresh its
@@ -99,8 +163,7 @@ func (b *P2CBalancer) probe(st *Stat, nowMs int64) bool {
 	return st.lastProbe.CompareAndSwap(last, nowMs)
 }
 
-func (b *P2CBalancer) load(s *snapshot, i int, nowMs int64, warming bool) float64 {
-	st := s.entries[i].stat
+func (b *P2CBalancer) load(s *snapshot, st *Stat, i int, nowMs int64, warming bool) float64 {
 	w := s.weightAt(i, nowMs, warming)
 	if w <= 0 {
 		w = 1

@@ -8,11 +8,10 @@ import (
 
 // RandomBalancer is weighted random: each provider is chosen with
 // probability weight/total, uniformly when all weights are equal. A weight
-// of 0 is never chosen unless every weight is 0.
+// of 0 is never chosen unless every weight left is 0.
 type RandomBalancer struct {
-	now   func() time.Time
-	rnd   randSource
-	cache snapCache
+	now func() time.Time
+	rnd randSource
 }
 
 var _ LoadBalance = (*RandomBalancer)(nil)
@@ -22,20 +21,76 @@ func NewRandom(o Options) *RandomBalancer {
 	return &RandomBalancer{now: o.now(), rnd: newRandSource(o.Seed)}
 }
 
-// Select implements LoadBalance.
-func (b *RandomBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
-	switch len(invokers) {
-	case 0:
-		return nil, ErrNoInvokers
-	case 1:
-		return invokers[0], nil
+// Build implements LoadBalance: the cumulative weights of the list.
+func (b *RandomBalancer) Build(invokers []protocol.Invoker) Picker {
+	return &randomPicker{b: b, s: buildSnapshot(invokers, nil)}
+}
+
+type randomPicker struct {
+	b *RandomBalancer
+	s *snapshot
+}
+
+// Pick implements Picker: a binary search over the cumulative weights,
+// and a linear pass over the providers left when the draw is excluded.
+func (p *randomPicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
+	s := p.s
+	if len(s.entries) == 0 {
+		return 0, ErrNoInvokers
 	}
-	s := b.cache.get(invokers)
 	nowMs := int64(0)
 	if s.warmUntilMs > 0 {
-		nowMs = b.now().UnixMilli()
+		nowMs = p.b.now().UnixMilli()
 	}
-	return invokers[pickWeighted(s, b.rnd, nowMs)], nil
+	i := 0
+	if len(s.entries) > 1 {
+		i = pickWeighted(s, p.b.rnd, nowMs)
+	}
+	if !excluded(ex, i) {
+		return i, nil
+	}
+	return pickWeightedExcluding(s, p.b.rnd, nowMs, ex)
+}
+
+// pickWeightedExcluding is weighted random over the entries ex does not
+// exclude; uniform when their weights are all equal or all 0.
+func pickWeightedExcluding(s *snapshot, rnd randSource, nowMs int64, ex Exclude) (int, error) {
+	warming := s.warming(nowMs)
+	var total int64
+	left, last := 0, -1
+	for i := range s.entries {
+		if excluded(ex, i) {
+			continue
+		}
+		total += s.weightAt(i, nowMs, warming)
+		left++
+		last = i
+	}
+	if left == 0 {
+		return 0, ErrNoInvokers
+	}
+	if total <= 0 {
+		k := rnd.intN(left)
+		for i := range s.entries {
+			if !excluded(ex, i) {
+				if k == 0 {
+					return i, nil
+				}
+				k--
+			}
+		}
+		return last, nil
+	}
+	offset := rnd.int64N(total)
+	for i := range s.entries {
+		if excluded(ex, i) {
+			continue
+		}
+		if offset -= s.weightAt(i, nowMs, warming); offset < 0 {
+			return i, nil
+		}
+	}
+	return last, nil // availability changed between the passes
 }
 
 // pickWeighted returns an index chosen by weighted random over all entries.

@@ -11,15 +11,16 @@ import (
 // Dubbo uses), with its state kept per service and method: each pick adds
 // every provider's weight to its current value, chooses the largest (the
 // first on ties) and subtracts the total from it. Weights A=5, B=1, C=1 give
-// A A B A C A A, then repeat; equal weights give plain rotation.
+// A A B A C A A, then repeat; equal weights give plain rotation. Excluded
+// providers (tried, or down) sit out the pick.
 //
-// Select and update run under a lock per service and method, so concurrent
-// callers never skew the sequence, and different methods never contend. A
-// weight change (warm-up) does not reset the current values. The state of
-// providers that left the list is recycled after RecyclePeriod.
+// A pick runs under a lock per service and method, so concurrent callers
+// never skew the sequence, and different methods never contend. The current
+// values belong to the balancer, keyed by provider identity: a new list,
+// another route or a weight change (warm-up) does not reset them. The
+// state of providers that left every list is recycled after RecyclePeriod.
 type RoundRobinBalancer struct {
 	now     func() time.Time
-	cache   snapCache
 	methods perMethod[rrState]
 }
 
@@ -27,15 +28,15 @@ var _ LoadBalance = (*RoundRobinBalancer)(nil)
 
 type rrEntry struct {
 	current  int64
-	lastSeen int64 // unix ms when it was last part of a list
+	lastSeen int64 // unix ms when it was last part of a pick
 }
 
+// rrState is the state of one service and method, shared by the pickers
+// of every list.
 type rrState struct {
-	mu      sync.Mutex
-	base    *snapshot
-	entries []*rrEntry // aligned with base.entries
-	byKey   map[string]*rrEntry
-	next    int // rotation when every weight is 0
+	mu    sync.Mutex
+	byKey map[string]*rrEntry
+	next  int // rotation when every weight is 0
 }
 
 // NewRoundRobin returns a smooth weighted round-robin balancer.
@@ -45,30 +46,47 @@ func NewRoundRobin(o Options) *RoundRobinBalancer {
 	return b
 }
 
-// Select implements LoadBalance.
-func (b *RoundRobinBalancer) Select(invokers []protocol.Invoker, inv *protocol.Invocation) (protocol.Invoker, error) {
-	if len(invokers) == 0 {
-		return nil, ErrNoInvokers
-	}
-	s := b.cache.get(invokers)
-	nowMs := b.now().UnixMilli()
-	st := b.methods.get(inv, nowMs)
-	st.mu.Lock()
-	if st.base != s {
-		st.rebind(s, nowMs)
-	}
-	i := st.pick(s, nowMs)
-	st.mu.Unlock()
-	return invokers[i], nil
+// Build implements LoadBalance.
+func (b *RoundRobinBalancer) Build(invokers []protocol.Invoker) Picker {
+	p := &rrPicker{b: b, s: buildSnapshot(invokers, nil)}
+	p.views.newT = func() *rrView { return &rrView{} }
+	return p
 }
 
-// rebind aligns the state with a new list, keeping the current values of
-// providers still listed and recycling those gone for RecyclePeriod.
-func (st *rrState) rebind(s *snapshot, nowMs int64) {
-	for _, e := range st.entries {
-		e.lastSeen = nowMs
+type rrPicker struct {
+	b     *RoundRobinBalancer
+	s     *snapshot
+	views perMethod[rrView]
+}
+
+// rrView aligns one method's entries with the picker's list; it is bound
+// on the method's first pick, under the method's lock.
+type rrView struct {
+	entries []*rrEntry
+}
+
+// Pick implements Picker.
+func (p *rrPicker) Pick(inv *protocol.Invocation, ex Exclude) (int, error) {
+	s := p.s
+	if len(s.entries) == 0 {
+		return 0, ErrNoInvokers
 	}
-	st.entries = make([]*rrEntry, len(s.entries))
+	nowMs := p.b.now().UnixMilli()
+	st := p.b.methods.get(inv, nowMs)
+	v := p.views.get(inv, nowMs)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if v.entries == nil {
+		v.entries = st.bind(s, nowMs)
+	}
+	return st.pick(s, v.entries, nowMs, ex)
+}
+
+// bind returns the entries of s's providers, keeping the current values
+// of providers already known and recycling those not picked for
+// RecyclePeriod.
+func (st *rrState) bind(s *snapshot, nowMs int64) []*rrEntry {
+	out := make([]*rrEntry, len(s.entries))
 	for i := range s.entries {
 		e, ok := st.byKey[s.entries[i].key]
 		if !ok {
@@ -76,7 +94,7 @@ func (st *rrState) rebind(s *snapshot, nowMs int64) {
 			st.byKey[s.entries[i].key] = e
 		}
 		e.lastSeen = nowMs
-		st.entries[i] = e
+		out[i] = e
 	}
 	cutoff := nowMs - RecyclePeriod.Milliseconds()
 	for k, e := range st.byKey {
@@ -84,15 +102,20 @@ func (st *rrState) rebind(s *snapshot, nowMs int64) {
 			delete(st.byKey, k)
 		}
 	}
-	st.base = s
+	return out
 }
 
-func (st *rrState) pick(s *snapshot, nowMs int64) int {
+func (st *rrState) pick(s *snapshot, entries []*rrEntry, nowMs int64, ex Exclude) (int, error) {
 	warming := s.warming(nowMs)
 	var total int64
-	best := -1
+	best, left := -1, 0
 	var bestCur int64
-	for i, e := range st.entries {
+	for i, e := range entries {
+		if excluded(ex, i) {
+			continue
+		}
+		left++
+		e.lastSeen = nowMs
 		w := s.weightAt(i, nowMs, warming)
 		if w <= 0 {
 			continue
@@ -103,12 +126,20 @@ func (st *rrState) pick(s *snapshot, nowMs int64) int {
 			best, bestCur = i, e.current
 		}
 	}
-	if best < 0 { // every weight is 0: plain rotation
-		st.next = (st.next + 1) % len(st.entries)
-		return st.next
+	if best >= 0 {
+		entries[best].current -= total
+		return best, nil
 	}
-	st.entries[best].current -= total
-	return best
+	if left == 0 {
+		return 0, ErrNoInvokers
+	}
+	for range entries { // every weight left is 0: plain rotation
+		st.next = (st.next + 1) % len(entries)
+		if !excluded(ex, st.next) {
+			return st.next, nil
+		}
+	}
+	return 0, ErrNoInvokers
 }
 
 // methodStates returns the number of service-method states held (tests).

@@ -29,22 +29,27 @@ func NewShortestResponse(o Options) *ShortestResponseBalancer {
 	return b
 }
 
-// Select implements LoadBalance.
-func (b *ShortestResponseBalancer) Select(invokers []protocol.Invoker, _ *protocol.Invocation) (protocol.Invoker, error) {
-	switch len(invokers) {
-	case 0:
-		return nil, ErrNoInvokers
-	case 1:
-		return invokers[0], nil
-	}
-	s := b.cache.get(invokers)
+// Build implements LoadBalance.
+func (b *ShortestResponseBalancer) Build(invokers []protocol.Invoker) Picker {
+	return &shortestPicker{b: b, s: buildSnapshot(invokers, b.stats)}
+}
+
+type shortestPicker struct {
+	b *ShortestResponseBalancer
+	s *snapshot
+}
+
+// Pick implements Picker.
+func (p *shortestPicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
+	s, b := p.s, p.b
 	nowMs := b.now().UnixMilli()
 	warming := s.warming(nowMs)
 	allZero := len(s.positive) == 0
+	stats := s.statsNow()
 	// first pass: the mean latency of providers with a recent sample
 	var sum, known uint64
 	for i := range s.entries {
-		if rt := b.recent(s.entries[i].stat, nowMs); rt > 0 {
+		if rt := b.recent(stats[i], nowMs); rt > 0 {
 			sum += rt
 			known++
 		}
@@ -57,15 +62,20 @@ func (b *ShortestResponseBalancer) Select(invokers []protocol.Invoker, _ *protoc
 	ties := (*tp)[:0]
 	defer func() { *tp = ties[:0]; tiePool.Put(tp) }()
 	var least uint64
+	var zeros bool
 	for i := range s.entries {
+		if excluded(ex, i) {
+			continue
+		}
 		w := s.weightAt(i, nowMs, warming)
 		if w <= 0 {
 			if !allZero {
+				zeros = true
 				continue
 			}
 			w = 1
 		}
-		st := s.entries[i].stat
+		st := stats[i]
 		rt := b.recent(st, nowMs)
 		if rt == 0 {
 			rt = mean
@@ -79,7 +89,13 @@ func (b *ShortestResponseBalancer) Select(invokers []protocol.Invoker, _ *protoc
 			ties = append(ties, tie{int32(i), w})
 		}
 	}
-	return invokers[pickTie(ties, b.rnd)], nil
+	if len(ties) == 0 {
+		if zeros {
+			return pickWeightedExcluding(s, b.rnd, nowMs, ex)
+		}
+		return 0, ErrNoInvokers
+	}
+	return pickTie(ties, b.rnd), nil
 }
 
 // recent returns the provider's average response time in ns, or 0 when it

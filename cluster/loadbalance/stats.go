@@ -169,12 +169,11 @@ func (st *Stat) latencyNs() uint64 {
 }
 
 // statsBase is what the balancers that read call statistics share: the
-// clock, the random source, the statistics and the snapshot cache.
+// clock, the random source and the statistics.
 type statsBase struct {
 	now   func() time.Time
 	rnd   randSource
 	stats *Stats
-	cache snapCache
 }
 
 // init reads o.Stats, or makes fresh statistics when it is nil.
@@ -183,7 +182,6 @@ func (b *statsBase) init(o Options) {
 	if b.stats == nil {
 		b.stats = NewStats(b.now)
 	}
-	b.cache.stats = b.stats
 }
 
 // Stats implements StatsUser.

@@ -50,16 +50,15 @@ type entry struct {
 	weight   int64 // configured weight
 	startMs  int64 // provider start time, 0 when unknown
 	warmupMs int64
-	addr     string // host:port, the consistent-hash identity
+	url      *protocol.URL
 	key      string // protocol://host:port/servicekey, the provider identity
-	stat     *Stat  // nil when the balancer keeps no statistics
 }
 
-// snapshot holds what a balancer derives from one invoker slice. It is
-// immutable once published.
+// snapshot holds what a picker derives once from its provider list. It is
+// immutable, except for the statistics it looks up again when the Stats
+// recycle entries.
 type snapshot struct {
-	invokers []protocol.Invoker
-	entries  []entry
+	entries []entry
 	// warmUntilMs is the time after which every weight is its configured
 	// weight; 0 when no provider warms up.
 	warmUntilMs int64
@@ -68,40 +67,34 @@ type snapshot struct {
 	total    int64
 	same     bool
 	positive []int32 // indexes of entries with a positive weight
-	statsGen uint64
+	every    []int32 // indexes of all entries, when none has a positive weight
+
+	stats *Stats // nil when the balancer keeps no statistics
+	stat  atomic.Pointer[statList]
 }
 
-// sameSlice reports whether a and b are the same slice (same backing
-// array and length); cached snapshots keep their slice alive, so the
-// address cannot be reused by another list.
-func sameSlice(a, b []protocol.Invoker) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+// statList is the Stat of every entry, for one generation of the Stats.
+type statList struct {
+	gen uint64
+	st  []*Stat
 }
 
 func buildSnapshot(invokers []protocol.Invoker, stats *Stats) *snapshot {
 	s := &snapshot{
-		invokers: invokers,
-		entries:  make([]entry, len(invokers)),
-		cum:      make([]int64, len(invokers)),
-		same:     true,
-	}
-	if stats != nil {
-		s.statsGen = stats.gen.Load()
+		entries: make([]entry, len(invokers)),
+		cum:     make([]int64, len(invokers)),
+		same:    true,
+		stats:   stats,
 	}
 	var sum int64
 	for i, inv := range invokers {
 		u := inv.URL()
-		e := entry{weight: int64(u.Weight()), warmupMs: u.Warmup().Milliseconds()}
+		e := entry{weight: int64(u.Weight()), warmupMs: u.Warmup().Milliseconds(), url: u, key: identity(u)}
 		if ts := u.Timestamp(); !ts.IsZero() {
 			e.startMs = ts.UnixMilli()
 			if e.weight > 0 && e.warmupMs > 0 {
 				s.warmUntilMs = max(s.warmUntilMs, e.startMs+e.warmupMs)
 			}
-		}
-		e.addr = u.Address()
-		e.key = identity(u)
-		if stats != nil {
-			e.stat = stats.forURL(u)
 		}
 		s.entries[i] = e
 		sum += e.weight
@@ -114,8 +107,35 @@ func buildSnapshot(invokers []protocol.Invoker, stats *Stats) *snapshot {
 		}
 	}
 	s.total = sum
+	if len(s.positive) == 0 {
+		s.every = make([]int32, len(s.entries))
+		for i := range s.every {
+			s.every[i] = int32(i)
+		}
+	}
+	if stats != nil {
+		s.statsNow()
+	}
 	return s
 }
+
+// statsNow returns the Stat of every entry. The Stats recycle idle entries
+// (a new generation); the list is then looked up again, once.
+func (s *snapshot) statsNow() []*Stat {
+	gen := s.stats.gen.Load()
+	if l := s.stat.Load(); l != nil && l.gen == gen {
+		return l.st
+	}
+	l := &statList{gen: gen, st: make([]*Stat, len(s.entries))}
+	for i := range s.entries {
+		l.st[i] = s.stats.forURL(s.entries[i].url)
+	}
+	s.stat.Store(l)
+	return l.st
+}
+
+// all returns the indexes of every entry when none has a positive weight.
+func (s *snapshot) all() []int32 { return s.every }
 
 // identity is the provider identity used to key per-provider state.
 func identity(u *protocol.URL) string {
@@ -132,20 +152,4 @@ func (s *snapshot) weightAt(i int, nowMs int64, warming bool) int64 {
 		return e.weight
 	}
 	return warmWeight(e.weight, e.startMs, e.warmupMs, nowMs)
-}
-
-// snapCache is a one-entry cache of the snapshot of the last slice seen.
-type snapCache struct {
-	p     atomic.Pointer[snapshot]
-	stats *Stats
-}
-
-func (c *snapCache) get(invokers []protocol.Invoker) *snapshot {
-	s := c.p.Load()
-	if s != nil && sameSlice(s.invokers, invokers) && (c.stats == nil || s.statsGen == c.stats.gen.Load()) {
-		return s
-	}
-	s = buildSnapshot(invokers, c.stats)
-	c.p.Store(s)
-	return s
 }

@@ -147,12 +147,14 @@ func runLB(args []string, stdout, stderr io.Writer) int {
 		res.Counts[name] = 0
 	}
 	res.Sequence = make([]string, 0, *n)
+	picker := lb.Build(invokers)
 	for i := range *n {
 		inv := &protocol.Invocation{Service: "demo.Greeter", Method: "SayHello", Args: []any{"key-" + strconv.Itoa(i)}}
-		p, err := lb.Select(invokers, inv)
+		k, err := picker.Pick(inv, nil)
 		if err != nil {
 			return fail(err)
 		}
+		p := invokers[k]
 		res.Sequence = append(res.Sequence, p.URL().Host)
 		res.Counts[p.URL().Host]++
 	}
@@ -173,7 +175,7 @@ func hashKeys(lb loadbalance.LoadBalance, invokers []protocol.Invoker, order []s
 	}
 	pick := func(list []protocol.Invoker, k int) (string, error) {
 		inv := &protocol.Invocation{Service: "demo.Greeter", Method: "SayHello", Args: []any{"key-" + strconv.Itoa(k)}}
-		p, err := lb.Select(list, inv)
+		p, err := loadbalance.Select(lb, list, inv)
 		if err != nil {
 			return "", err
 		}

@@ -162,7 +162,7 @@ func run(ctx context.Context, c config, w io.Writer) ([]report, error) {
 		return nil, err
 	}
 	provs := c.provs()
-	var dir cluster.Static
+	var invs []protocol.Invoker
 	var workers []*Worker
 	consumer, err := dubbo.New(nil)
 	if err != nil {
@@ -190,8 +190,9 @@ func run(ctx context.Context, c config, w io.Writer) ([]report, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir = append(dir, cinv)
+		invs = append(invs, cinv)
 	}
+	dir := cluster.NewStatic(invs...)
 	fmt.Fprintf(w, "%d providers on loopback:", len(provs))
 	for _, p := range provs {
 		fmt.Fprintf(w, " %s=%v", p.name, p.delay)
@@ -211,7 +212,7 @@ func run(ctx context.Context, c config, w io.Writer) ([]report, error) {
 
 // drive sends c.calls calls through a cluster invoker using algo, from
 // c.concurrency goroutines, each starting its next call when the last ends.
-func drive(ctx context.Context, c config, dir cluster.Static, workers []*Worker, algo string) (report, error) {
+func drive(ctx context.Context, c config, dir *cluster.Static, workers []*Worker, algo string) (report, error) {
 	ref := protocol.NewURL("consumer", "127.0.0.1", 0, Interface, nil)
 	ci, err := cluster.New(dir, cluster.Options{LoadBalance: algo, URL: ref})
 	if err != nil {
@@ -223,7 +224,7 @@ func drive(ctx context.Context, c config, dir cluster.Static, workers []*Worker,
 		return report{}, err
 	}
 	// warm the connections so that dialling is not measured
-	for range len(dir) {
+	for range len(dir.Snapshot().Invokers()) {
 		if _, err := stub.Work(ctx, "warm"); err != nil {
 			return report{}, fmt.Errorf("%s: warm-up call: %w", algo, err)
 		}

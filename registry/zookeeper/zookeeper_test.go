@@ -331,7 +331,7 @@ func TestOutageKeepsLists(t *testing.T) {
 	if err := cons.Subscribe(consumer(svc), dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "directory filled", func() bool { l, _ := dir.List(nil); return len(l) == 2 })
+	waitFor(ctx, t, "directory filled", func() bool { l := dir.Snapshot().Invokers(); return len(l) == 2 })
 	before, provBefore := cons.Stats().SessionID, prov.Stats().SessionID
 
 	zkc.Servers[0].Kill()
@@ -346,7 +346,7 @@ func TestOutageKeepsLists(t *testing.T) {
 		case <-down.C:
 			waiting = false
 		case <-tick.C:
-			if l, _ := dir.List(nil); len(l) != 2 {
+			if l := dir.Snapshot().Invokers(); len(l) != 2 {
 				t.Fatalf("directory lists %d providers during the outage, want 2", len(l))
 			}
 			checks++
@@ -374,7 +374,7 @@ func TestOutageKeepsLists(t *testing.T) {
 	if n := rec.emptyAfterNonEmpty(); n != 0 {
 		t.Fatalf("%d empty lists delivered across the outage", n)
 	}
-	waitFor(ctx, t, "directory updated", func() bool { l, _ := dir.List(nil); return len(l) == 3 })
+	waitFor(ctx, t, "directory updated", func() bool { l := dir.Snapshot().Invokers(); return len(l) == 3 })
 	// An outage is not an expiry: the sessions survive, and the watchdog
 	// did not re-dial (refused connections do not count).
 	if after := cons.Stats().SessionID; after != before {
