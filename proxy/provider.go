@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"go.uber.org/zap"
@@ -141,13 +141,10 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (res *p
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			buf := make([]byte, 8<<10)
-			buf = buf[:runtime.Stack(buf, false)]
-			p.log.Error("provider method panicked", zap.String("service", p.iface),
-				zap.String("method", m.Name), zap.Any("panic", r), zap.ByteString("stack", buf))
-			res = nil
-			err = &service.Error{Code: service.CodePanic,
-				Message: fmt.Sprintf("%s.%s panicked: %v", p.iface, m.Name, r)}
+			se, id := service.Panicked(p.iface, m.Name)
+			p.log.Error("provider method panicked", zap.String("incident", id), zap.String("service", p.iface),
+				zap.String("method", m.Name), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			res, err = nil, se
 		}
 	}()
 	v, err := m.Call(ctx, p.rcvr, args)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
@@ -139,7 +141,8 @@ func TestProviderBadInput(t *testing.T) {
 
 func TestProviderErrors(t *testing.T) {
 	ctx := testCtx(t)
-	p := newProvider(t)
+	core, logs := observer.New(zap.ErrorLevel)
+	p := newProvider(t, proxy.WithLogger(zap.New(core)))
 
 	_, err := p.Invoke(ctx, &protocol.Invocation{Method: "Find", Args: []any{0}})
 	var se *service.Error
@@ -154,7 +157,15 @@ func TestProviderErrors(t *testing.T) {
 	_, err = p.Invoke(ctx, &protocol.Invocation{Method: "Panic", Args: []any{"kaboom"}})
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, service.CodePanic, se.Code)
-	assert.Equal(t, "demo.Greeter.Panic panicked: kaboom", se.Message)
+	// The caller gets an incident id, not the panic value; the provider
+	// logs the value and the stack under that id.
+	assert.NotContains(t, se.Message, "kaboom")
+	assert.Regexp(t, `^demo.Greeter.Panic failed on the provider \(server error, incident [0-9a-f]{16}: see the provider's log\)$`, se.Message)
+	require.Equal(t, 1, logs.Len())
+	entry := logs.All()[0].ContextMap()
+	assert.Contains(t, se.Message, entry["incident"].(string))
+	assert.Equal(t, "kaboom", entry["panic"])
+	assert.Contains(t, entry["stack"], "panic(")
 	res, err := p.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"again"}})
 	require.NoError(t, err)
 	assert.Equal(t, "hello, again", res.Value)

@@ -65,12 +65,45 @@ func (d *jsonDecoder) DecodeInt() (n int64, err error) {
 	err = d.d.Decode(&n)
 	return n, err
 }
-func (d *jsonDecoder) DecodeMap() (m map[string]string, err error) {
-	err = d.d.Decode(&m)
-	if len(m) == 0 {
-		m = nil
+func (d *jsonDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
+	tok, err := d.d.Token()
+	if err != nil {
+		return nil, err
 	}
-	return m, err
+	if tok == nil {
+		return nil, nil
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("serialize: json: want an object or null, got %v", tok)
+	}
+	var m map[string]string
+	total, n := 0, 0
+	for d.d.More() {
+		n++
+		var k, v string
+		if tok, err = d.d.Token(); err != nil {
+			return nil, err
+		}
+		k, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("serialize: json: object key %v", tok)
+		}
+		if err := d.d.Decode(&v); err != nil {
+			return nil, err
+		}
+		total += len(k) + len(v)
+		if err := l.check(n, total, k, v); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = v
+	}
+	if _, err := d.d.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	return m, nil
 }
 func (d *jsonDecoder) Release() {}
 

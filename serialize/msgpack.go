@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -12,10 +13,15 @@ import (
 
 // NewMsgpack returns the msgpack serializer (github.com/vmihailenco/msgpack/v5),
 // named Msgpack with id MsgpackID. Before decoding, it scans the bytes with
-// CheckMsgpack.
-func NewMsgpack() Serializer { return msgpackSerializer{} }
+// CheckMsgpack, and bounds what decoding allocates with the default
+// Limits.
+func NewMsgpack() Serializer { return msgpackSerializer{lim: Limits{}.withDefaults()} }
 
-type msgpackSerializer struct{}
+// NewMsgpackLimits returns the msgpack serializer with allocation limits
+// l (zero fields: the defaults).
+func NewMsgpackLimits(l Limits) Serializer { return msgpackSerializer{lim: l.withDefaults()} }
+
+type msgpackSerializer struct{ lim Limits }
 
 func (msgpackSerializer) Name() string { return Msgpack }
 func (msgpackSerializer) ID() byte     { return MsgpackID }
@@ -41,11 +47,14 @@ func (s msgpackSerializer) Unmarshal(data []byte, v any) error {
 
 func (msgpackSerializer) NewEncoder(w io.Writer) Encoder { return getMsgpackEncoder(w) }
 
-func (msgpackSerializer) NewDecoder(data []byte) (Decoder, error) {
+func (s msgpackSerializer) NewDecoder(data []byte) (Decoder, error) {
 	if err := CheckMsgpack(data); err != nil {
 		return nil, err
 	}
 	d := msgpackDecoders.Get().(*msgpackDecoder)
+	d.data = data
+	d.budget = s.lim.budget(len(data))
+	d.limit = d.budget
 	d.r.Reset(data)
 	d.d.ResetReader(&d.r)
 	return d, nil
@@ -104,17 +113,50 @@ var msgpackDecoders = sync.Pool{New: func() any {
 }}
 
 type msgpackDecoder struct {
-	d *msgpack.Decoder
-	r bytes.Reader
+	d      *msgpack.Decoder
+	r      bytes.Reader
+	data   []byte
+	budget int64 // allocation left for the values still to decode
+	limit  int64 // the whole body's allocation budget, for messages
+}
+
+// spend walks the next value as decoded into t and takes what it would
+// allocate from the budget, or fails without decoding it.
+func (d *msgpackDecoder) spend(t reflect.Type) error {
+	if isFlat(t) {
+		return nil
+	}
+	pos := len(d.data) - d.r.Len()
+	if pos < 0 || pos >= len(d.data) {
+		return nil // the decoder reports the end of input
+	}
+	_, cost, err := msgpackCost(d.data[pos:], t, d.budget)
+	if err == errOverBudget {
+		return fmt.Errorf("%w: decoding %d bytes into %v would allocate more than the %d bytes allowed for a body of %d bytes",
+			ErrLimit, len(d.data)-pos, t, d.limit, len(d.data))
+	}
+	if err != nil {
+		return err
+	}
+	d.budget -= cost
+	return nil
 }
 
 func (d *msgpackDecoder) Decode(v any) (err error) {
 	defer recoverDecode(&err)
+	if t := reflect.TypeOf(v); t != nil && t.Kind() == reflect.Pointer {
+		if err := d.spend(t.Elem()); err != nil {
+			return err
+		}
+	}
 	return d.d.Decode(v)
 }
 
 func (d *msgpackDecoder) DecodeAny() (v any, err error) {
 	defer recoverDecode(&err)
+	if err := d.spend(anyType); err != nil {
+		return nil, err
+	}
 	v, err = d.d.DecodeInterfaceLoose()
 	return signed(v), err
 }
@@ -146,13 +188,18 @@ func signed(v any) any {
 func (d *msgpackDecoder) DecodeString() (string, error) { return d.d.DecodeString() }
 func (d *msgpackDecoder) DecodeInt() (int64, error)     { return d.d.DecodeInt64() }
 
-func (d *msgpackDecoder) DecodeMap() (map[string]string, error) {
+func (d *msgpackDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 	n, err := d.d.DecodeMapLen()
 	if err != nil || n <= 0 {
 		return nil, err
 	}
-	m := make(map[string]string, n)
-	for range n {
+	if err := l.checkEntries(n); err != nil {
+		return nil, err
+	}
+	// Grown as entries arrive: the declared count is not trusted for size.
+	m := make(map[string]string, min(n, 8))
+	total := 0
+	for i := range n {
 		k, err := d.d.DecodeString()
 		if err != nil {
 			return nil, err
@@ -161,12 +208,17 @@ func (d *msgpackDecoder) DecodeMap() (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		total += len(k) + len(v)
+		if err := l.check(i+1, total, k, v); err != nil {
+			return nil, err
+		}
 		m[k] = v
 	}
 	return m, nil
 }
 
 func (d *msgpackDecoder) Release() {
+	d.data = nil
 	d.r.Reset(nil)
 	d.d.ResetReader(&d.r)
 	msgpackDecoders.Put(d)

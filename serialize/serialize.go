@@ -76,8 +76,10 @@ type Decoder interface {
 	DecodeString() (string, error)
 	// DecodeInt reads the next value as an integer.
 	DecodeInt() (int64, error)
-	// DecodeMap reads the next value as a string map (nil when empty).
-	DecodeMap() (map[string]string, error)
+	// DecodeMap reads the next value as a string map (nil when empty),
+	// within l: a map over a limit is an error wrapping ErrLimit, found
+	// before the map grows past it.
+	DecodeMap(l MapLimits) (map[string]string, error)
 	// Release returns the decoder to its pool; it must not be used after.
 	Release()
 }
@@ -90,9 +92,13 @@ type Table struct {
 }
 
 // Builtin returns a new Table holding msgpack and json.
-func Builtin() *Table {
+func Builtin() *Table { return BuiltinLimits(Limits{}) }
+
+// BuiltinLimits returns a new Table holding msgpack and json, with
+// allocation limits l for msgpack (zero fields: the defaults).
+func BuiltinLimits(l Limits) *Table {
 	t := &Table{byName: map[string]Serializer{}}
-	for _, s := range []Serializer{NewMsgpack(), NewJSON()} {
+	for _, s := range []Serializer{NewMsgpackLimits(l), NewJSON()} {
 		t.byName[s.Name()] = s
 		t.byID[s.ID()] = s
 	}

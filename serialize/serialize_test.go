@@ -101,10 +101,10 @@ func TestSequenceRoundTrip(t *testing.T) {
 			v, err = dec.DecodeAny()
 			require.NoError(t, err)
 			require.Equal(t, "plain", v)
-			m, err := dec.DecodeMap()
+			m, err := dec.DecodeMap(serialize.MapLimits{})
 			require.NoError(t, err)
 			require.Equal(t, map[string]string{"k": "v"}, m)
-			m, err = dec.DecodeMap()
+			m, err = dec.DecodeMap(serialize.MapLimits{})
 			require.NoError(t, err)
 			require.Nil(t, m)
 			_, err = dec.DecodeAny()
@@ -228,7 +228,15 @@ func TestMsgpackMalformed(t *testing.T) {
 func TestMsgpackDecodeBounded(t *testing.T) {
 	data := append([]byte{0xdd, 0x00, 0x10, 0x00, 0x00}, bytes.Repeat([]byte{0x01}, 1<<20)...)
 	var v any
-	n := allocated(func() { require.NoError(t, serialize.NewMsgpack().Unmarshal(data, &v)) })
+	// 1 Mi one-byte integers become 16 MiB of interfaces: over the default
+	// budget (3× the body + 64 KiB), refused before decoding.
+	var err error
+	n := allocated(func() { err = serialize.NewMsgpack().Unmarshal(data, &v) })
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	require.Less(t, n, uint64(64<<10))
+	// With a budget that allows it, decoded and bounded by it.
+	s := serialize.NewMsgpackLimits(serialize.Limits{AllocFactor: 40})
+	n = allocated(func() { require.NoError(t, s.Unmarshal(data, &v)) })
 	require.Len(t, v, 1<<20)
 	require.Less(t, n, uint64(40*len(data)), "allocated %d bytes for %d input bytes", n, len(data))
 }
@@ -270,4 +278,113 @@ func ExampleTable_Get() {
 	// Output:
 	// msgpack 27
 	// serialize: unknown serialization "kryo" (known: json, msgpack)
+}
+
+type wide struct {
+	A, B, C, D, E, F, G, H int64
+}
+
+// TestTypedSliceBomb: msgpack/v5 sizes a typed slice from its declared
+// length, so 1 MiB of one-byte elements decoded into a slice of 64-byte
+// structs would allocate 64 MiB. The decoder must refuse it, or decode it
+// within its allocation budget.
+func TestTypedSliceBomb(t *testing.T) {
+	const n = 1 << 20
+	data := make([]byte, 0, n+5)
+	data = append(data, 0xdd, 0x00, 0x10, 0x00, 0x00)
+	for range n {
+		data = append(data, 0x80) // an empty map: a zero struct
+	}
+	s := serialize.NewMsgpack()
+	var err error
+	got := allocated(func() {
+		var out []wide
+		err = s.Unmarshal(data, &out)
+	})
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	require.ErrorContains(t, err, "would allocate more than")
+	budget := uint64(serialize.DefaultAllocFactor*len(data) + serialize.DefaultAllocSlack)
+	require.Less(t, got, budget, "allocated %d bytes for %d bytes of input", got, len(data))
+
+	// The same into []any, and maps of maps.
+	got = allocated(func() {
+		dec, e := s.NewDecoder(data)
+		require.NoError(t, e)
+		_, err = dec.DecodeAny()
+		dec.Release()
+	})
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	require.Less(t, got, budget)
+
+	// A real slice of the same type within the budget decodes.
+	in := make([]wide, 1000)
+	for i := range in {
+		in[i].A = int64(i) << 40
+	}
+	b, err := s.Marshal(in)
+	require.NoError(t, err)
+	var out []wide
+	require.NoError(t, s.Unmarshal(b, &out))
+	require.Equal(t, in, out)
+}
+
+// TestMapLimits: attachments are read within count, key, value and total
+// bounds, and a huge declared count is refused before anything is sized
+// from it.
+func TestMapLimits(t *testing.T) {
+	lim := serialize.MapLimits{MaxEntries: 4, MaxKey: 8, MaxValue: 16, MaxBytes: 40}
+	for _, s := range serializers() {
+		t.Run(s.Name(), func(t *testing.T) {
+			for name, tc := range map[string]struct {
+				m    map[string]string
+				want string
+			}{
+				"ok":          {map[string]string{"a": "1", "b": "2"}, ""},
+				"entries":     {map[string]string{"a": "", "b": "", "c": "", "d": "", "e": ""}, "entries"},
+				"key":         {map[string]string{"123456789": ""}, "map key of 9 bytes"},
+				"value":       {map[string]string{"k": strings.Repeat("v", 17)}, "map value of 17 bytes"},
+				"total bytes": {map[string]string{"k1": strings.Repeat("v", 16), "k2": strings.Repeat("w", 16), "k3": "xxxx"}, "more than 40 bytes"},
+			} {
+				var buf bytes.Buffer
+				enc := s.NewEncoder(&buf)
+				require.NoError(t, enc.EncodeMap(tc.m))
+				enc.Release()
+				dec, err := s.NewDecoder(buf.Bytes())
+				require.NoError(t, err)
+				m, err := dec.DecodeMap(lim)
+				dec.Release()
+				if tc.want == "" {
+					require.NoError(t, err, name)
+					require.Equal(t, tc.m, m)
+					continue
+				}
+				require.ErrorIs(t, err, serialize.ErrLimit, name)
+				require.ErrorContains(t, err, tc.want, name)
+			}
+		})
+	}
+	// map32 declaring 4 Mi entries over 8 MiB of two-byte pairs: the
+	// count is refused at once; without a count bound the map grows only
+	// with its distinct keys.
+	const n = 4 << 20
+	data := []byte{0xdf, 0x00, 0x40, 0x00, 0x00}
+	data = append(data, bytes.Repeat([]byte{0xa0, 0xa0}, n)...)
+	s := serialize.NewMsgpack()
+	var err error
+	got := allocated(func() {
+		dec, e := s.NewDecoder(data)
+		require.NoError(t, e)
+		_, err = dec.DecodeMap(serialize.MapLimits{MaxEntries: 64})
+		dec.Release()
+	})
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	require.Less(t, got, uint64(64<<10))
+	got = allocated(func() {
+		dec, e := s.NewDecoder(data)
+		require.NoError(t, e)
+		_, err = dec.DecodeMap(serialize.MapLimits{})
+		dec.Release()
+	})
+	require.NoError(t, err)
+	require.Less(t, got, uint64(64<<10), "one distinct key costs one entry, not 4 Mi")
 }

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -64,4 +66,17 @@ func FromError(err error) *Error {
 		return &Error{Code: e.Code, Message: e.Message}
 	}
 	return &Error{Code: CodeUnknown, Message: err.Error()}
+}
+
+// Panicked returns the error a caller gets when the provider method
+// iface.method panicked: CodePanic, naming the method and a new incident id
+// (also returned) under which the provider logs the panic value and stack.
+// The panic value itself never reaches the caller: it may hold secrets or
+// internals.
+func Panicked(iface, method string) (*Error, string) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	return &Error{Code: CodePanic, Message: fmt.Sprintf(
+		"%s.%s failed on the provider (server error, incident %s: see the provider's log)", iface, method, id)}, id
 }

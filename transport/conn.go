@@ -303,11 +303,13 @@ func (c *Conn) read() error {
 }
 
 // readBody appends n bytes from r to f, growing f only as bytes arrive so
-// that a declared length costs nothing until the peer sends it.
+// that a declared length costs nothing until the peer sends it. Each step
+// at most quadruples the buffer and never past the declared length, so a
+// body of B bytes costs about 4/3 × B in allocations.
 func readBody(r io.Reader, f *Buffer, n int) error {
 	for n > 0 {
-		chunk := min(n, max(len(f.B), 64<<10))
-		f.B = growTo(f.B, len(f.B)+chunk)
+		chunk := min(n, max(3*len(f.B), 64<<10))
+		f.B = growExact(f.B, len(f.B)+chunk)
 		start := len(f.B)
 		f.B = f.B[:start+chunk]
 		if _, err := io.ReadFull(r, f.B[start:]); err != nil {
@@ -321,14 +323,16 @@ func readBody(r io.Reader, f *Buffer, n int) error {
 	return nil
 }
 
-func growTo(b []byte, n int) []byte {
+// growExact returns b with capacity at least n, allocating exactly n.
+func growExact(b []byte, n int) []byte {
 	if cap(b) >= n {
 		return b
 	}
-	nb := make([]byte, len(b), max(n, 2*cap(b)))
+	nb := make([]byte, len(b), n)
 	copy(nb, b)
 	return nb
 }
+
 
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)

@@ -28,15 +28,19 @@ const (
 	maxArgs    = 64
 )
 
-// request is the decoded head of a request body; the arguments and
-// attachments follow in dec.
+// request is the decoded head of a request body; the arguments follow in
+// dec.
 type request struct {
 	service, version, group, method string
 	timeoutMillis                   int64
+	atts                            map[string]string
 	argc                            int64
 }
 
-// encodeRequest writes the body of inv. An invocation without a service
+// encodeRequest writes the body of inv: service, version, group, method,
+// timeout, attachments, argument count, arguments. The attachments (the
+// token among them) come before the arguments so that a provider checks
+// them before it decodes any argument. An invocation without a service
 // is for the referred URL's service, version and group (u).
 func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.URL, timeout int64, atts map[string]string) error {
 	svc, version, group := inv.Service, inv.Version, inv.Group
@@ -51,6 +55,9 @@ func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.
 	if err := enc.EncodeInt(timeout); err != nil {
 		return err
 	}
+	if err := enc.EncodeMap(atts); err != nil {
+		return err
+	}
 	if err := enc.EncodeInt(int64(len(inv.Args))); err != nil {
 		return err
 	}
@@ -59,10 +66,12 @@ func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.
 			return fmt.Errorf("dubbo: encode argument %d of %s.%s: %w", i, svc, inv.Method, err)
 		}
 	}
-	return enc.EncodeMap(atts)
+	return nil
 }
 
-func decodeRequestHead(dec serialize.Decoder) (request, error) {
+// decodeRequestHead decodes everything before the arguments, the
+// attachments within lim.
+func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits) (request, error) {
 	var r request
 	for _, p := range [...]*string{&r.service, &r.version, &r.group, &r.method} {
 		s, err := dec.DecodeString()
@@ -77,6 +86,9 @@ func decodeRequestHead(dec serialize.Decoder) (request, error) {
 	var err error
 	if r.timeoutMillis, err = dec.DecodeInt(); err != nil {
 		return r, fmt.Errorf("%w: dubbo: request timeout: %v", exchange.ErrBadRequest, err)
+	}
+	if r.atts, err = dec.DecodeMap(lim); err != nil {
+		return r, fmt.Errorf("%w: dubbo: %s.%s attachments: %w", exchange.ErrBadRequest, r.service, r.method, err)
 	}
 	if r.argc, err = dec.DecodeInt(); err != nil {
 		return r, fmt.Errorf("%w: dubbo: argument count: %v", exchange.ErrBadRequest, err)
@@ -173,11 +185,11 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 }
 
 // decodeResponse decodes a response body into a Result (and inv.Reply), or
-// the remote business error.
-func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation) (*protocol.Result, error) {
+// the remote business error; its attachments are read within lim.
+func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation, lim serialize.MapLimits) (*protocol.Result, error) {
 	dec, err := ser.NewDecoder(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", exchange.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	defer dec.Release()
 	kind, err := dec.DecodeInt()
@@ -212,10 +224,12 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		err = fmt.Errorf("unknown response kind %d", kind)
 	}
 	if err == nil {
-		res.Attachments, err = dec.DecodeMap()
+		if res.Attachments, err = dec.DecodeMap(lim); err != nil {
+			err = fmt.Errorf("attachments: %w", err)
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", exchange.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	return res, nil
 }
@@ -237,10 +251,12 @@ func isStatusError(err error) bool {
 		errors.Is(err, exchange.ErrServerBusy)
 }
 
-// ctxWithTimeout derives the provider-side context of a call.
-func ctxWithTimeout(ctx context.Context, r *request) (context.Context, context.CancelFunc) {
-	if r.timeoutMillis > 0 {
-		return context.WithTimeout(ctx, time.Duration(r.timeoutMillis)*time.Millisecond)
+// ctxWithTimeout derives the provider-side context of a call: the
+// request's timeout, capped by max; a request without one gets max.
+func ctxWithTimeout(ctx context.Context, r *request, max time.Duration) (context.Context, context.CancelFunc) {
+	d := max
+	if r.timeoutMillis > 0 && r.timeoutMillis < max.Milliseconds() {
+		d = time.Duration(r.timeoutMillis) * time.Millisecond
 	}
-	return ctx, func() {}
+	return context.WithTimeout(ctx, d)
 }

@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -362,11 +363,18 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return nil, err
 	}
 	body := exchange.Body(resp)
-	res, err := decodeResponse(r.ser, body, inv)
+	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments)
 	if res != nil {
 		res.RequestBytes, res.ResponseBytes = reqBytes, len(body)
 	}
 	resp.Release()
+	if err != nil && errors.Is(err, exchange.ErrBadResponse) {
+		if errors.Is(err, serialize.ErrLimit) && strings.Contains(err.Error(), "attachments:") {
+			r.p.stats.badAttachments.Add(1)
+		} else {
+			r.p.stats.badBodies.Add(1)
+		}
+	}
 	return res, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,6 +30,15 @@ const (
 	DefaultDialTimeout   = 3 * time.Second
 	DefaultReconnect     = 100 * time.Millisecond
 	DefaultMaxReconnect  = 5 * time.Second
+	// DefaultMaxAttachments and the three below bound the attachments of
+	// one request or response.
+	DefaultMaxAttachments      = 64
+	DefaultMaxAttachmentKey    = 256
+	DefaultMaxAttachmentValue  = 8 << 10
+	DefaultMaxAttachmentsBytes = 64 << 10
+	// DefaultMaxProviderTimeout bounds the context of every call a
+	// provider runs, including calls that ask for no timeout.
+	DefaultMaxProviderTimeout = 60 * time.Second
 )
 
 // Options configures a Protocol. A nil *Options, and every zero field,
@@ -61,6 +71,19 @@ type Options struct {
 	// Serializers holds the serializations known by name and id (default
 	// serialize.Builtin()). A URL's serialization must be in it.
 	Serializers *serialize.Table
+	// Attachments bounds the attachments of a request (on the provider)
+	// and of a response (on the consumer): count, key and value length,
+	// total bytes. Zero fields take DefaultMaxAttachments,
+	// DefaultMaxAttachmentKey, DefaultMaxAttachmentValue and
+	// DefaultMaxAttachmentsBytes. A body over a bound is refused with an
+	// error wrapping serialize.ErrLimit (exchange.ErrBadRequest on the
+	// provider, exchange.ErrBadResponse on the consumer) and counted in
+	// Stats.
+	Attachments serialize.MapLimits
+	// MaxProviderTimeout bounds the context of a call on the provider
+	// (default 60 s): a request asking for more, or for no timeout at all,
+	// runs with this much.
+	MaxProviderTimeout time.Duration
 	// Logger receives connection-level events (default zap.NewNop()).
 	Logger *zap.Logger
 }
@@ -83,6 +106,26 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("dubbo: DialTimeout %v is negative", c.DialTimeout)
 	case c.Reconnect < 0 || c.MaxReconnect < 0:
 		return c, errors.New("dubbo: Reconnect and MaxReconnect must not be negative")
+	case c.MaxProviderTimeout < 0:
+		return c, fmt.Errorf("dubbo: MaxProviderTimeout %v is negative", c.MaxProviderTimeout)
+	case c.Attachments.MaxEntries < 0 || c.Attachments.MaxKey < 0 || c.Attachments.MaxValue < 0 || c.Attachments.MaxBytes < 0:
+		return c, fmt.Errorf("dubbo: Attachments %+v has a negative bound", c.Attachments)
+	}
+	if c.MaxProviderTimeout == 0 {
+		c.MaxProviderTimeout = DefaultMaxProviderTimeout
+	}
+	a := &c.Attachments
+	if a.MaxEntries == 0 {
+		a.MaxEntries = DefaultMaxAttachments
+	}
+	if a.MaxKey == 0 {
+		a.MaxKey = DefaultMaxAttachmentKey
+	}
+	if a.MaxValue == 0 {
+		a.MaxValue = DefaultMaxAttachmentValue
+	}
+	if a.MaxBytes == 0 {
+		a.MaxBytes = DefaultMaxAttachmentsBytes
 	}
 	if c.Connections == 0 {
 		c.Connections = DefaultConnections
@@ -133,7 +176,8 @@ func (o *Options) withDefaults() (Options, error) {
 //     ErrBadRequest, ErrServerBusy, ErrPayloadTooLarge (a response over the
 //     limit) or ErrServerError.
 type Protocol struct {
-	opts Options
+	opts  Options
+	stats stats
 
 	mu      sync.Mutex
 	servers map[string]*server // by requested host:port
@@ -244,6 +288,38 @@ func (p *Protocol) Close() error {
 		pl.close()
 	}
 	return nil
+}
+
+// Stats counts bad input a Protocol refused, since it was created.
+type Stats struct {
+	// BadAttachments counts requests (provider) and responses (consumer)
+	// whose attachments broke Options.Attachments.
+	BadAttachments uint64
+	// BadBodies counts bodies refused by the serializer's limits
+	// (nesting, declared lengths, allocation budget) or unreadable.
+	BadBodies uint64
+	// BadTokens counts requests refused for a missing or wrong token.
+	BadTokens uint64
+	// BadSerializations counts requests in a serialization the service was
+	// not exported with.
+	BadSerializations uint64
+	// Panics counts provider methods that panicked.
+	Panics uint64
+}
+
+type stats struct {
+	badAttachments, badBodies, badTokens, badSerializations, panics atomic.Uint64
+}
+
+// Stats returns the counts of refused input.
+func (p *Protocol) Stats() Stats {
+	return Stats{
+		BadAttachments:    p.stats.badAttachments.Load(),
+		BadBodies:         p.stats.badBodies.Load(),
+		BadTokens:         p.stats.badTokens.Load(),
+		BadSerializations: p.stats.badSerializations.Load(),
+		Panics:            p.stats.panics.Load(),
+	}
 }
 
 // Exporter is a service served by a Protocol.

@@ -41,7 +41,7 @@ func fuzzServer(tb testing.TB) *server {
 	}
 	s := &server{p: p}
 	u := protocol.NewURL("dubbo", "127.0.0.1", 0, "fuzz.S", nil)
-	m := map[string]*exported{"fuzz.S": {inv: fuzzInvoker{u}, typer: fuzzInvoker{u}}}
+	m := map[string]*exported{"fuzz.S": {inv: fuzzInvoker{u}, typer: fuzzInvoker{u}, serID: serialize.MsgpackID}}
 	s.services.Store(&m)
 	return s
 }
@@ -88,11 +88,12 @@ func FuzzResponseBody(f *testing.F) {
 		resp.Release()
 	}
 	f.Add([]byte{0x00, 0x82, 0xa4, 'c', 'o', 'd', 'e', 0x05, 0xa7, 'm', 'e', 's', 's', 'a', 'g', 'e', 0xa1, 'x', 0x80})
+	lim := s.p.opts.Attachments
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var reply []any
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &reply})
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &reply}, lim)
 		var typed fuzzArg
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &typed})
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{})
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &typed}, lim)
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{}, lim)
 	})
 }

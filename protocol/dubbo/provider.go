@@ -2,13 +2,13 @@ package dubbo
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"reflect"
-	"slices"
+	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -30,6 +31,8 @@ type exported struct {
 	inv      protocol.Invoker
 	typer    protocol.ArgTyper         // nil: arguments decode as plain values
 	observer protocol.ResponseObserver // nil: nobody counts response bytes
+	token    []byte                    // required token attachment; nil: none
+	serID    byte                      // the serialization the service was exported with
 }
 
 // server serves the services exported on one port.
@@ -133,36 +136,50 @@ func (s *server) close() {
 	<-s.done
 }
 
-func (s *server) names() string {
-	m := *s.services.Load()
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
 // Handle implements exchange.Handler: it decodes a request, calls the
 // service and encodes the outcome.
 func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.Buffer, error) {
+	st := &s.p.stats
 	ser, err := s.p.opts.Serializers.ByID(req.Serializer)
 	if err != nil {
+		st.badSerializations.Add(1)
 		return nil, fmt.Errorf("%w: dubbo: %v", exchange.ErrBadRequest, err)
 	}
 	dec, err := ser.NewDecoder(req.Body)
 	if err != nil {
+		st.badBodies.Add(1)
 		return nil, fmt.Errorf("%w: dubbo: %v", exchange.ErrBadRequest, err)
 	}
 	defer dec.Release()
-	r, err := decodeRequestHead(dec)
+	r, err := decodeRequestHead(dec, s.p.opts.Attachments)
 	if err != nil {
+		if errors.Is(err, serialize.ErrLimit) && r.method != "" {
+			st.badAttachments.Add(1)
+		} else {
+			st.badBodies.Add(1)
+		}
 		return nil, err
 	}
 	key := protocol.ServiceKey(r.service, r.version, r.group)
 	e := (*s.services.Load())[key]
 	if e == nil {
-		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d (exported: %s)", exchange.ErrServiceNotFound, key, s.port, s.names())
+		// The services this port serves are not listed to strangers.
+		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d", exchange.ErrServiceNotFound, key, s.port)
+	}
+	if req.Serializer != e.serID {
+		st.badSerializations.Add(1)
+		return nil, fmt.Errorf("%w: dubbo: %s is exported with serialization %s, the request uses %s",
+			exchange.ErrBadRequest, key, s.serName(e.serID), ser.Name())
+	}
+	// The token is checked before any argument is decoded, for every
+	// method ($echo included).
+	if e.token != nil && subtle.ConstantTimeCompare([]byte(r.atts[protocol.KeyToken]), e.token) != 1 {
+		st.badTokens.Add(1)
+		what := "wrong"
+		if _, ok := r.atts[protocol.KeyToken]; !ok {
+			what = "missing"
+		}
+		return nil, fmt.Errorf("%w: dubbo: invalid token: %s token for %s.%s", exchange.ErrBadRequest, what, key, r.method)
 	}
 	var types []reflect.Type
 	typed := false
@@ -178,17 +195,15 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	}
 	args, err := decodeArgs(dec, &r, types, typed)
 	if err != nil {
+		st.badBodies.Add(1)
 		return nil, err
-	}
-	atts, err := dec.DecodeMap()
-	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s attachments: %v", exchange.ErrBadRequest, key, r.method, err)
 	}
 	if r.method == EchoMethod {
 		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
 	}
-	ctx, cancel := ctxWithTimeout(ctx, &r)
+	ctx, cancel := ctxWithTimeout(ctx, &r, s.p.opts.MaxProviderTimeout)
 	defer cancel()
+	atts := r.atts
 	if len(atts) > 0 {
 		ctx = service.WithAttachments(ctx, atts)
 	}
@@ -211,14 +226,27 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	return resp, err
 }
 
+func (s *server) serName(id byte) string {
+	if ser, err := s.p.opts.Serializers.ByID(id); err == nil {
+		return ser.Name()
+	}
+	return strconv.Itoa(int(id))
+}
+
 var echoTypes = []reflect.Type{reflect.TypeFor[any]()}
 
-// invoke calls inv, turning a panic into a business error for this caller.
+// invoke calls inv, turning a panic into an error for this caller that
+// carries an incident id, not the panic value; the value and the stack
+// are logged on the provider under that id.
 func (s *server) invoke(ctx context.Context, invoker protocol.Invoker, inv *protocol.Invocation) (res *protocol.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.p.opts.Logger.Error("invoker panicked", zap.String("service", inv.Service), zap.String("method", inv.Method), zap.Any("panic", r))
-			res, err = nil, &service.Error{Code: service.CodePanic, Message: fmt.Sprintf("%s.%s panicked: %v", inv.Service, inv.Method, r)}
+			s.p.stats.panics.Add(1)
+			se, id := service.Panicked(inv.Service, inv.Method)
+			s.p.opts.Logger.Error("provider method panicked", zap.String("incident", id),
+				zap.String("service", inv.Service), zap.String("method", inv.Method),
+				zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			res, err = nil, se
 		}
 	}()
 	return invoker.Invoke(ctx, inv)
@@ -248,7 +276,12 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 			return nil, err
 		}
 	}
-	if err := s.add(key, &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv)}); err != nil {
+	ser, _ := p.opts.Serializers.Get(u.Serialization())
+	e := &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv), serID: ser.ID()}
+	if tok := u.Param(protocol.KeyToken, ""); tok != "" {
+		e.token = []byte(tok)
+	}
+	if err := s.add(key, e); err != nil {
 		if fresh {
 			s.close()
 		}

@@ -1,0 +1,303 @@
+package dubbo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/serialize"
+)
+
+// wide is a 64-byte struct: msgpack/v5 sizes a []wide from its declared
+// length, 64 bytes per one-byte element.
+type wide struct{ A, B, C, D, E, F, G, H int64 }
+
+// batcher is a provider whose only method takes []wide and counts calls.
+type batcher struct {
+	u     *protocol.URL
+	calls atomic.Int64
+}
+
+func (b *batcher) URL() *protocol.URL { return b.u }
+func (b *batcher) ArgTypes(m string) ([]reflect.Type, bool) {
+	if m == "Batch" {
+		return []reflect.Type{reflect.TypeFor[[]wide]()}, true
+	}
+	return nil, false
+}
+func (b *batcher) Invoke(_ context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	b.calls.Add(1)
+	return &protocol.Result{Value: len(inv.Args[0].([]wide))}, nil
+}
+
+// head encodes the head of a request body: service, version, group,
+// method, timeout, then the given raw attachments and raw rest.
+func head(t testing.TB, svc, method string, timeout int64, atts, rest []byte) []byte {
+	var b bytes.Buffer
+	enc := serialize.NewMsgpack().NewEncoder(&b)
+	for _, s := range []string{svc, "", "", method} {
+		require.NoError(t, enc.EncodeString(s))
+	}
+	require.NoError(t, enc.EncodeInt(timeout))
+	enc.Release()
+	b.Write(atts)
+	b.Write(rest)
+	return b.Bytes()
+}
+
+func msgpackMap(t testing.TB, m map[string]string) []byte {
+	var b bytes.Buffer
+	enc := serialize.NewMsgpack().NewEncoder(&b)
+	require.NoError(t, enc.EncodeMap(m))
+	enc.Release()
+	return b.Bytes()
+}
+
+// sliceBomb is an argument count of 1 and an array32 of n empty maps.
+func sliceBomb(n int) []byte {
+	b := []byte{0x01, 0xdd, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[2:], uint32(n))
+	return append(b, bytes.Repeat([]byte{0x80}, n)...)
+}
+
+// attachmentBomb is a map32 declaring n entries followed by n pairs of
+// empty strings: about 2n bytes.
+func attachmentBomb(n int) []byte {
+	b := []byte{0xdf, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(n))
+	return append(b, bytes.Repeat([]byte{0xa0, 0xa0}, n)...)
+}
+
+// allocatedDuring returns the bytes the process allocated while f ran.
+func allocatedDuring(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// TestRequestMemoryBound sends hostile request bodies over TCP and checks
+// that each costs the provider at most 4×B + 64 KiB before any method runs
+// (the allocation is the whole process's, client included, measured with
+// runtime.MemStats).
+func TestRequestMemoryBound(t *testing.T) {
+	p := newProtocol(t, nil)
+	b := &batcher{u: providerURL("demo.Batch")}
+	exp, err := p.Export(b)
+	require.NoError(t, err)
+	addr := exp.(*dubbo.Exporter).URL().Address()
+
+	cases := []struct {
+		name string
+		body []byte
+		want string
+	}{
+		// 8 MiB of attachments declaring 4 Mi entries (just under the payload limit): a map sized from the
+		// count cost 320 MiB.
+		{"attachment count bomb", head(t, "demo.Batch", "Batch", 1000, attachmentBomb(4<<20-100), nil), "map of 4194204 entries, limit 64"},
+		// 1 MiB of one-byte elements into []wide: msgpack/v5 allocated 64 MiB.
+		{"typed slice bomb", head(t, "demo.Batch", "Batch", 1000, msgpackMap(t, nil), sliceBomb(1<<20)), "would allocate more than"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			frame := rawFrame(c.body, uint32(len(c.body)))
+			var status exchange.Status
+			var msg string
+			got := allocatedDuring(func() {
+				status, msg, err = rawCall(t, addr, frame)
+			})
+			require.NoError(t, err)
+			require.Equal(t, exchange.StatusBadRequest, status, msg)
+			require.Contains(t, msg, c.want)
+			limit := uint64(4*len(c.body) + 64<<10)
+			require.Less(t, got, limit, "a %d-byte body cost %d bytes", len(c.body), got)
+			t.Logf("%d-byte body: %d bytes allocated (%.2f× the body)", len(c.body), got, float64(got)/float64(len(c.body)))
+		})
+	}
+	require.Zero(t, b.calls.Load(), "no method ran")
+	require.Equal(t, uint64(1), p.Stats().BadAttachments)
+	require.Equal(t, uint64(1), p.Stats().BadBodies)
+}
+
+// TestAttachmentLimits: over a bound, the provider refuses the request with
+// an error naming the bound, and counts it.
+func TestAttachmentLimits(t *testing.T) {
+	ctx := testCtx(t)
+	srv := newProtocol(t, &dubbo.Options{Attachments: serialize.MapLimits{MaxEntries: 4, MaxValue: 100}})
+	g, u := export(t, srv, providerURL("demo.Greeter"))
+	inv := refer(t, newProtocol(t, nil), u)
+	call := func(atts map[string]string) error {
+		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Attachments: atts})
+		return err
+	}
+	require.NoError(t, call(map[string]string{"a": "1", "b": strings.Repeat("v", 100)}))
+	err := call(map[string]string{"a": "", "b": "", "c": "", "d": "", "e": ""})
+	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorContains(t, err, "attachments")
+	require.ErrorContains(t, err, "map of 5 entries, limit 4")
+	err = call(map[string]string{"big": strings.Repeat("v", 101)})
+	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorContains(t, err, `map value of 101 bytes for key "big", limit 100`)
+	require.Equal(t, uint64(2), srv.Stats().BadAttachments)
+	require.Equal(t, int64(1), g.calls.Load())
+}
+
+// hostileProvider answers every request on one connection with body.
+func hostileProvider(t *testing.T, body []byte) *protocol.URL {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			var hdr [exchange.HeaderSize]byte
+			if _, err := readFull(c, hdr[:]); err != nil {
+				return
+			}
+			h, _ := exchange.ParseHeader(hdr[:])
+			if _, err := readFull(c, make([]byte, h.Length)); err != nil {
+				return
+			}
+			if h.Event {
+				continue
+			}
+			resp := exchange.Header{Serializer: h.Serializer, Status: exchange.StatusOK, ID: h.ID, Length: uint32(len(body))}
+			out := make([]byte, exchange.HeaderSize, exchange.HeaderSize+len(body))
+			resp.Put(out)
+			if _, err := c.Write(append(out, body...)); err != nil {
+				return
+			}
+		}
+	}()
+	a := l.Addr().(*net.TCPAddr)
+	return protocol.NewURL("dubbo", "127.0.0.1", a.Port, "demo.Greeter", map[string]string{protocol.KeyTimeout: "10000"})
+}
+
+// TestHostileProviderResponse: a provider that answers with an attachment
+// bomb or a typed-slice bomb costs the consumer no more than its response's
+// size allows, and the call fails with ErrBadResponse, counted.
+func TestHostileProviderResponse(t *testing.T) {
+	for name, c := range map[string]struct {
+		body  []byte
+		reply any
+		want  string
+	}{
+		"attachment bomb":  {append([]byte{0x02}, attachmentBomb(4<<20)...), nil, "limit 64"},
+		"typed slice bomb": {append([]byte{0x01}, sliceBomb(1 << 20)[1:]...), new([]wide), "would allocate more than"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testCtx(t)
+			cli := newProtocol(t, &dubbo.Options{MaxPayload: 16 << 20})
+			inv := refer(t, cli, hostileProvider(t, c.body))
+			var err error
+			got := allocatedDuring(func() {
+				_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: c.reply})
+			})
+			require.ErrorIs(t, err, exchange.ErrBadResponse)
+			require.ErrorIs(t, err, serialize.ErrLimit)
+			require.ErrorContains(t, err, c.want)
+			require.Less(t, got, uint64(4*len(c.body)+64<<10), "a %d-byte response cost %d bytes", len(c.body), got)
+			st := cli.Stats()
+			require.Equal(t, uint64(1), st.BadAttachments+st.BadBodies)
+		})
+	}
+}
+
+// TestTokenBeforeArguments: with a token, a request without it, or with a
+// wrong one, is refused before its arguments are decoded (a slice bomb in
+// them is never looked at), for every method including $echo.
+func TestTokenBeforeArguments(t *testing.T) {
+	ctx := testCtx(t)
+	srv := newProtocol(t, nil)
+	b := &batcher{u: providerURL("demo.Batch", protocol.KeyToken, "s3cret")}
+	exp, err := srv.Export(b)
+	require.NoError(t, err)
+	u := exp.(*dubbo.Exporter).URL()
+
+	for _, atts := range []map[string]string{nil, {protocol.KeyToken: "guess"}} {
+		body := head(t, "demo.Batch", "Batch", 1000, msgpackMap(t, atts), sliceBomb(1<<20))
+		status, msg, err := rawCall(t, u.Address(), rawFrame(body, uint32(len(body))))
+		require.NoError(t, err)
+		require.Equal(t, exchange.StatusBadRequest, status)
+		require.Contains(t, msg, "invalid token")
+		require.NotContains(t, msg, "allocate", "the arguments were not decoded")
+	}
+	inv := refer(t, newProtocol(t, nil), u)
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{"ping"}})
+	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorContains(t, err, "invalid token: missing token for demo.Batch.$echo")
+	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{"ping"},
+		Attachments: map[string]string{protocol.KeyToken: "s3cret"}})
+	require.NoError(t, err)
+	require.Equal(t, "ping", res.Value)
+	res, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Batch", Args: []any{[]wide{{A: 1}}},
+		Attachments: map[string]string{protocol.KeyToken: "s3cret"}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Value)
+	st := srv.Stats()
+	require.Equal(t, uint64(3), st.BadTokens)
+	require.Zero(t, st.BadBodies)
+	require.Equal(t, int64(1), b.calls.Load())
+}
+
+// TestOnlyExportedSerialization: a service exported with msgpack refuses a
+// request in json, which a client may pick in the header.
+func TestOnlyExportedSerialization(t *testing.T) {
+	ctx := testCtx(t)
+	srv := newProtocol(t, nil)
+	g, u := export(t, srv, providerURL("demo.Greeter"))
+	inv := refer(t, newProtocol(t, nil), u.With(protocol.KeySerialization, serialize.JSON))
+	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorContains(t, err, "demo.Greeter is exported with serialization msgpack, the request uses json")
+	require.Equal(t, uint64(1), srv.Stats().BadSerializations)
+	require.Zero(t, g.calls.Load())
+
+	_, u2 := export(t, srv, providerURL("demo.JSON", protocol.KeySerialization, serialize.JSON))
+	res, err := refer(t, newProtocol(t, nil), u2).Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.NoError(t, err)
+	require.Equal(t, "hello x", res.Value)
+}
+
+// TestProviderBoundsEveryContext: a request asking for no timeout, or for
+// more than the provider allows, runs with the provider's maximum.
+func TestProviderBoundsEveryContext(t *testing.T) {
+	srv := newProtocol(t, &dubbo.Options{MaxProviderTimeout: 3 * time.Second})
+	_, u := export(t, srv, providerURL("demo.Greeter"))
+	for _, timeout := range []int64{0, -5, 1 << 62} {
+		body := head(t, "demo.Greeter", "Deadline", timeout, msgpackMap(t, nil), []byte{0x00})
+		status, msg, err := rawCall(t, u.Address(), rawFrame(body, uint32(len(body))))
+		require.NoError(t, err)
+		require.Equal(t, exchange.StatusOK, status, msg)
+		dec, err := serialize.NewMsgpack().NewDecoder([]byte(msg))
+		require.NoError(t, err)
+		kind, err := dec.DecodeInt()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, kind)
+		left, err := dec.DecodeInt()
+		require.NoError(t, err)
+		dec.Release()
+		require.Greater(t, left, int64(0), "timeout %d: the method's context has a deadline", timeout)
+		require.LessOrEqual(t, left, int64(3000), "timeout %d: capped by MaxProviderTimeout", timeout)
+	}
+}

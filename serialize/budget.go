@@ -1,0 +1,419 @@
+package serialize
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// Defaults of Limits.
+const (
+	// DefaultAllocFactor is how many bytes of Go values decoding may
+	// allocate per byte of input, on top of DefaultAllocSlack.
+	DefaultAllocFactor = 3
+	// DefaultAllocSlack is the allocation every input may use whatever its
+	// size.
+	DefaultAllocSlack = 64 << 10
+)
+
+// Limits bound what a decoder allocates for one body. A zero field means
+// the default.
+//
+// The msgpack decoder walks the bytes with the Go type they decode into
+// before decoding them, adds up what the decode would allocate (slices
+// sized from their declared length times the element size, maps, strings,
+// boxed values), and refuses with an error wrapping ErrLimit a body that
+// would allocate more than AllocFactor × its length + AllocSlack. This
+// matters because msgpack/v5 sizes a typed slice from the declared length:
+// a 1-byte nil per element decoded into []struct{...64 bytes...} would
+// otherwise cost 64 bytes per input byte.
+type Limits struct {
+	AllocFactor int
+	AllocSlack  int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.AllocFactor <= 0 {
+		l.AllocFactor = DefaultAllocFactor
+	}
+	if l.AllocSlack <= 0 {
+		l.AllocSlack = DefaultAllocSlack
+	}
+	return l
+}
+
+// budget returns the allocation allowed for a body of n bytes.
+func (l Limits) budget(n int) int64 {
+	return int64(l.AllocFactor)*int64(n) + int64(l.AllocSlack)
+}
+
+// MapLimits bound a string map read by Decoder.DecodeStringMap (call
+// attachments). A zero field means no bound on it.
+type MapLimits struct {
+	// MaxEntries bounds the number of entries.
+	MaxEntries int
+	// MaxKey and MaxValue bound the length of one key and one value.
+	MaxKey, MaxValue int
+	// MaxBytes bounds the sum of the lengths of all keys and values.
+	MaxBytes int
+}
+
+// check returns an error wrapping ErrLimit if adding k, v (the entry
+// number n, 1-based, with total bytes so far) breaks l.
+func (l MapLimits) check(n, total int, k, v string) error {
+	switch {
+	case l.MaxEntries > 0 && n > l.MaxEntries:
+		return fmt.Errorf("%w: map of more than %d entries", ErrLimit, l.MaxEntries)
+	case l.MaxKey > 0 && len(k) > l.MaxKey:
+		return fmt.Errorf("%w: map key of %d bytes (%.32q...), limit %d", ErrLimit, len(k), k, l.MaxKey)
+	case l.MaxValue > 0 && len(v) > l.MaxValue:
+		return fmt.Errorf("%w: map value of %d bytes for key %.64q, limit %d", ErrLimit, len(v), k, l.MaxValue)
+	case l.MaxBytes > 0 && total > l.MaxBytes:
+		return fmt.Errorf("%w: map of more than %d bytes of keys and values", ErrLimit, l.MaxBytes)
+	}
+	return nil
+}
+
+// checkEntries returns an error wrapping ErrLimit if a map declares more
+// entries than l allows, before any is read.
+func (l MapLimits) checkEntries(n int) error {
+	if l.MaxEntries > 0 && n > l.MaxEntries {
+		return fmt.Errorf("%w: map of %d entries, limit %d", ErrLimit, n, l.MaxEntries)
+	}
+	return nil
+}
+
+var (
+	anyType   = reflect.TypeFor[any]()
+	ifaceSize = int64(reflect.TypeFor[any]().Size())
+	strSize   = int64(reflect.TypeFor[string]().Size())
+)
+
+// mapEntryOverhead approximates what a Go map spends per entry beyond its
+// keys and values (buckets, control bytes, load factor).
+const mapEntryOverhead = 16
+
+// msgpackCost walks one msgpack value at data[0:] as decoded into t (nil:
+// skipped, costs nothing) and returns its length in bytes and what
+// decoding it would allocate. data has passed CheckMsgpack, so lengths are
+// within bounds and nesting is bounded; cost stops counting past limit.
+func msgpackCost(data []byte, t reflect.Type, limit int64) (n int, cost int64, err error) {
+	w := walker{data: data, limit: limit}
+	w.value(t, 0)
+	return w.p, w.cost, w.err
+}
+
+type walker struct {
+	data  []byte
+	p     int
+	cost  int64
+	limit int64
+	err   error
+}
+
+func (w *walker) charge(n int64) {
+	w.cost += n
+	if w.cost > w.limit && w.err == nil {
+		w.err = errOverBudget
+	}
+}
+
+var errOverBudget = fmt.Errorf("%w: over the allocation budget", ErrLimit)
+
+func (w *walker) uint(size int) uint64 {
+	if w.p+size > len(w.data) {
+		w.err = fmt.Errorf("serialize: msgpack: truncated at offset %d", w.p)
+		w.p = len(w.data)
+		return 0
+	}
+	var l uint64
+	for _, b := range w.data[w.p : w.p+size] {
+		l = l<<8 | uint64(b)
+	}
+	w.p += size
+	return l
+}
+
+// value walks one value into t; depth guards against a type that nests
+// without bound (the input's nesting is already bounded).
+func (w *walker) value(t reflect.Type, depth int) {
+	if w.err != nil {
+		return
+	}
+	if w.p >= len(w.data) {
+		w.err = fmt.Errorf("serialize: msgpack: truncated at offset %d", w.p)
+		return
+	}
+	if depth > 2*MaxDepth {
+		w.err = fmt.Errorf("%w: msgpack nesting deeper than %d", ErrLimit, MaxDepth)
+		return
+	}
+	// Pointers allocate their element when the value is not nil.
+	for t != nil && t.Kind() == reflect.Pointer {
+		if w.data[w.p] == 0xc0 {
+			break
+		}
+		w.charge(int64(t.Elem().Size()))
+		t = t.Elem()
+	}
+	iface := t != nil && t.Kind() == reflect.Interface
+	c := w.data[w.p]
+	w.p++
+	switch {
+	case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		if iface && c != 0xc0 {
+			w.charge(8)
+		}
+	case c >= 0x80 && c <= 0x8f:
+		w.mapValue(t, int(c&0x0f), depth)
+	case c >= 0x90 && c <= 0x9f:
+		w.array(t, int(c&0x0f), depth)
+	case c >= 0xa0 && c <= 0xbf:
+		w.bytes(t, int(c&0x1f))
+	default:
+		switch c {
+		case 0xc4, 0xd9:
+			w.bytes(t, int(w.uint(1)))
+		case 0xc5, 0xda:
+			w.bytes(t, int(w.uint(2)))
+		case 0xc6, 0xdb:
+			w.bytes(t, int(w.uint(4)))
+		case 0xc7:
+			w.ext(int(w.uint(1)))
+		case 0xc8:
+			w.ext(int(w.uint(2)))
+		case 0xc9:
+			w.ext(int(w.uint(4)))
+		case 0xca, 0xce, 0xd2, 0xcb, 0xcf, 0xd3, 0xcc, 0xd0, 0xcd, 0xd1:
+			w.skip(scalarSize(c))
+			if iface {
+				w.charge(8)
+			}
+		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
+			w.ext(1 << (c - 0xd4))
+		case 0xdc:
+			w.array(t, int(w.uint(2)), depth)
+		case 0xdd:
+			w.array(t, int(w.uint(4)), depth)
+		case 0xde:
+			w.mapValue(t, int(w.uint(2)), depth)
+		case 0xdf:
+			w.mapValue(t, int(w.uint(4)), depth)
+		default:
+			w.err = fmt.Errorf("serialize: msgpack: invalid code %#x at offset %d", c, w.p-1)
+		}
+	}
+}
+
+// scalarSize is the payload size of a number code.
+func scalarSize(c byte) int {
+	switch c {
+	case 0xcc, 0xd0:
+		return 1
+	case 0xcd, 0xd1:
+		return 2
+	case 0xca, 0xce, 0xd2:
+		return 4
+	}
+	return 8
+}
+
+func (w *walker) skip(n int) {
+	if n < 0 || w.p+n > len(w.data) {
+		w.err = fmt.Errorf("serialize: msgpack: truncated at offset %d", w.p)
+		w.p = len(w.data)
+		return
+	}
+	w.p += n
+}
+
+// bytes walks a string or binary of n bytes.
+func (w *walker) bytes(t reflect.Type, n int) {
+	w.skip(n)
+	if t == nil {
+		return
+	}
+	w.charge(int64(n))
+	if t.Kind() == reflect.Interface {
+		w.charge(strSize)
+	}
+}
+
+// ext walks an extension: a type byte and n bytes of data.
+func (w *walker) ext(n int) {
+	w.skip(1 + n)
+	w.charge(int64(n) + ifaceSize)
+}
+
+func (w *walker) array(t reflect.Type, n, depth int) {
+	var elem func(i int) reflect.Type
+	switch {
+	case t == nil:
+		elem = func(int) reflect.Type { return nil }
+	case t.Kind() == reflect.Slice:
+		w.charge(int64(n) * int64(t.Elem().Size()))
+		e := t.Elem()
+		elem = func(int) reflect.Type { return e }
+	case t.Kind() == reflect.Array:
+		e := t.Elem()
+		elem = func(int) reflect.Type { return e }
+	case t.Kind() == reflect.Struct:
+		fs := fieldsOf(t)
+		elem = func(i int) reflect.Type {
+			if i < len(fs.list) {
+				return fs.list[i]
+			}
+			return nil
+		}
+	default: // interface, or a type the decoder will refuse
+		w.charge(int64(n)*ifaceSize + 24 + ifaceSize)
+		elem = func(int) reflect.Type { return anyType }
+	}
+	for i := 0; i < n && w.err == nil; i++ {
+		w.value(elem(i), depth+1)
+	}
+}
+
+func (w *walker) mapValue(t reflect.Type, n, depth int) {
+	switch {
+	case t == nil:
+		for i := 0; i < 2*n && w.err == nil; i++ {
+			w.value(nil, depth+1)
+		}
+	case t.Kind() == reflect.Map:
+		k, v := t.Key(), t.Elem()
+		w.charge(int64(n) * (int64(k.Size()) + int64(v.Size()) + mapEntryOverhead))
+		for i := 0; i < n && w.err == nil; i++ {
+			w.value(k, depth+1)
+			w.value(v, depth+1)
+		}
+	case t.Kind() == reflect.Struct:
+		fs := fieldsOf(t)
+		for i := 0; i < n && w.err == nil; i++ {
+			name, ok := w.peekString()
+			if !ok {
+				w.value(nil, depth+1)
+				w.value(nil, depth+1)
+				continue
+			}
+			w.value(nil, depth+1) // the key: matched in place, not kept
+			w.value(fs.byName[name], depth+1)
+		}
+	default: // interface: map[string]any
+		w.charge(int64(n)*(strSize+ifaceSize+mapEntryOverhead) + 48 + ifaceSize)
+		for i := 0; i < n && w.err == nil; i++ {
+			w.value(anyType, depth+1)
+			w.value(anyType, depth+1)
+		}
+	}
+}
+
+// peekString returns the string at w.p without moving, if there is one.
+func (w *walker) peekString() (string, bool) {
+	if w.p >= len(w.data) {
+		return "", false
+	}
+	c := w.data[w.p]
+	start, n := w.p+1, 0
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		n = int(c & 0x1f)
+	case c == 0xd9 && start < len(w.data):
+		n, start = int(w.data[start]), start+1
+	case c == 0xda && start+1 < len(w.data):
+		n, start = int(w.data[start])<<8|int(w.data[start+1]), start+2
+	default:
+		return "", false
+	}
+	if start+n > len(w.data) {
+		return "", false
+	}
+	return string(w.data[start : start+n]), true
+}
+
+// structFields is how msgpack/v5 names the fields of a struct: the
+// msgpack tag's name, else the Go field name; embedded structs are
+// inlined; "-" is skipped.
+type structFields struct {
+	list   []reflect.Type // in order, for structs encoded as arrays
+	byName map[string]reflect.Type
+}
+
+var fieldCache sync.Map // reflect.Type -> *structFields
+
+func fieldsOf(t reflect.Type) *structFields {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.(*structFields)
+	}
+	fs := &structFields{byName: map[string]reflect.Type{}}
+	addFields(fs, t, 0)
+	fieldCache.Store(t, fs)
+	return fs
+}
+
+func addFields(fs *structFields, t reflect.Type, depth int) {
+	if depth > 8 {
+		return
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("msgpack")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			et := ft
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				addFields(fs, et, depth+1)
+				continue
+			}
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fs.list = append(fs.list, ft)
+		fs.byName[name] = ft
+	}
+}
+
+// flatTypes caches whether decoding into a type can allocate more than
+// its input (only slices, maps, pointers and interfaces can).
+var flatTypes sync.Map // reflect.Type -> bool
+
+func isFlat(t reflect.Type) bool {
+	if v, ok := flatTypes.Load(t); ok {
+		return v.(bool)
+	}
+	flat := flatType(t, 0)
+	flatTypes.Store(t, flat)
+	return flat
+}
+
+func flatType(t reflect.Type, depth int) bool {
+	if depth > 16 {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
+		// []byte costs what its bytes cost.
+		return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
+	case reflect.Array:
+		return flatType(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !flatType(t.Field(i).Type, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
+}
