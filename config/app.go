@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,6 +103,8 @@ type Application struct {
 	cfg        Config
 	log        *zap.Logger
 	monitor    *monitor.Monitor
+	reporter   *monitor.Reporter // nil when not reporting
+	monLink    *monitorLink
 	balancers  *loadbalance.Table
 	strategies *cluster.Table
 	protoOpts  dubbo.Options
@@ -166,7 +169,100 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	a.proto = p
+	if mc := a.cfg.Monitor; mc.Reporting() {
+		a.monLink = &monitorLink{a: a, opts: po}
+		a.reporter, err = monitor.NewReporter(a.monitor, monitor.ReporterOptions{
+			Send:          a.monLink.send,
+			Interval:      mc.Interval,
+			BufferReports: mc.BufferReports,
+			BufferBytes:   mc.BufferBytes,
+			Host:          a.reportHost,
+			Logger:        a.log.Named("monitor"),
+		})
+		if err != nil {
+			_ = p.Close()
+			return nil, fmt.Errorf("config: monitor: %w", err)
+		}
+	}
 	return a, nil
+}
+
+// Reporter returns the reporter that sends the application's counts to
+// the monitor service, or nil when Config.Monitor asks for no reports.
+func (a *Application) Reporter() *monitor.Reporter { return a.reporter }
+
+// reportHost is the host reports carry: the first exported address, or
+// consumerHost for an application that exports nothing.
+func (a *Application) reportHost() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.exports) > 0 {
+		return a.exports[0].url.Address()
+	}
+	return consumerHost
+}
+
+// monitorLink is the application's reference to the monitor service,
+// made on the first report and kept: through the registries like any
+// other reference, or to Config.Monitor.Address. It has its own protocol
+// (connections), so the last report still goes out after the
+// application's own connections closed at shutdown, and its calls are not
+// counted.
+type monitorLink struct {
+	a    *Application
+	opts dubbo.Options
+
+	mu     sync.Mutex
+	proto  *dubbo.Protocol
+	ref    *reference
+	client monitor.CollectorClient
+}
+
+func (l *monitorLink) send(ctx context.Context, r *monitor.Report) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ref == nil {
+		if err := l.connect(ctx); err != nil {
+			return err
+		}
+	}
+	return l.client.Collect(ctx, r)
+}
+
+// connect refers the monitor service (l.mu held).
+func (l *monitorLink) connect(ctx context.Context) error {
+	if l.proto == nil {
+		p, err := dubbo.New(&l.opts)
+		if err != nil {
+			return err
+		}
+		l.proto = p
+	}
+	mc := l.a.cfg.Monitor
+	retries := DefaultRetries
+	rc := ReferenceConfig{
+		Interface: monitor.ServiceName, URL: mc.Address, Registries: mc.Registries,
+		LoadBalance: "random", Cluster: "failover", Retries: &retries, Timeout: monitor.DefaultSendTimeout,
+	}
+	l.a.mu.Lock()
+	defer l.a.mu.Unlock()
+	ref, err := l.a.buildRef(ctx, "monitor", rc, l.proto, false, func(inv protocol.Invoker) error { return proxy.Refer(&l.client, inv) })
+	if err != nil {
+		return err
+	}
+	l.ref = ref
+	return nil
+}
+
+func (l *monitorLink) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ref != nil {
+		l.ref.close()
+	}
+	if l.proto != nil {
+		_ = l.proto.Close()
+	}
 }
 
 func cloneConfig(c Config) Config {
@@ -174,6 +270,7 @@ func cloneConfig(c Config) Config {
 	c.Protocols = cloneMap(c.Protocols)
 	c.Services = cloneMap(c.Services)
 	c.References = cloneMap(c.References)
+	c.Monitor.Registries = slices.Clone(c.Monitor.Registries)
 	return c
 }
 
@@ -447,6 +544,19 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	if !ok {
 		return fmt.Errorf("config: refer: unknown reference %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.References), ", "))
 	}
+	ref, err := a.buildRef(ctx, "references."+id, rc, a.proto, true, bind)
+	if err != nil {
+		return err
+	}
+	a.refs = append(a.refs, ref)
+	return nil
+}
+
+// buildRef builds a reference to rc over p (a.mu held) and hands its top
+// invoker to bind. key names it in errors ("references.<id>"). counted
+// puts the monitor's filters in its chains.
+func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConfig, p *dubbo.Protocol, counted bool, bind func(protocol.Invoker) error) (*reference, error) {
+	id := strings.TrimPrefix(key, "references.")
 	params := map[string]string{
 		protocol.KeyInterface:   rc.Interface,
 		protocol.KeyApplication: a.cfg.Application.Name,
@@ -471,16 +581,19 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	for i, rule := range rc.Routers {
 		r, err := cluster.NewConditionRouter(rule, cluster.ConditionOptions{Consumer: consumer})
 		if err != nil {
-			return fmt.Errorf("config: references.%s.routers[%d]: %w", id, i, err)
+			return nil, fmt.Errorf("config: %s.routers[%d]: %w", key, i, err)
 		}
 		routers = append(routers, r)
 	}
 	ref := &reference{consumer: consumer}
 	cparams := consumerTimeouts(rc)
 	cparams[protocol.KeyRemoteApplication] = a.cfg.Application.Name
-	proto := consumerProtocol{Protocol: a.proto, params: cparams}
+	proto := consumerProtocol{Protocol: p, params: cparams}
 	wrap := func(inv protocol.Invoker) protocol.Invoker {
-		fs := []protocol.Filter{a.monitor.AttemptFilter(inv.URL().Address())}
+		var fs []protocol.Filter
+		if counted {
+			fs = append(fs, a.monitor.AttemptFilter(inv.URL().Address()))
+		}
 		if tok := inv.URL().Param(protocol.KeyToken, ""); tok != "" {
 			fs = append(fs, tokenAttach(tok))
 		}
@@ -493,12 +606,12 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 			u, err := directURL(strings.TrimSpace(s), rc)
 			if err != nil {
 				ref.closeDirect()
-				return fmt.Errorf("config: references.%s.url: %w", id, err)
+				return nil, fmt.Errorf("config: %s.url: %w", key, err)
 			}
 			inv, err := proto.Refer(u)
 			if err != nil {
 				ref.closeDirect()
-				return fmt.Errorf("config: references.%s.url: %w", id, err)
+				return nil, fmt.Errorf("config: %s.url: %w", key, err)
 			}
 			ref.direct = append(ref.direct, wrap(inv))
 		}
@@ -511,7 +624,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 			Logger:   a.log.Named("directory"),
 		})
 		if err != nil {
-			return fmt.Errorf("config: refer %s: %w", id, err)
+			return nil, fmt.Errorf("config: refer %s: %w", id, err)
 		}
 		ref.dir = d
 		dir = d
@@ -550,7 +663,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	top, err := newCluster(rc.LoadBalance)
 	if err != nil {
 		ref.close()
-		return fmt.Errorf("config: refer %s: %w", id, err)
+		return nil, fmt.Errorf("config: refer %s: %w", id, err)
 	}
 	mi := &methodInvoker{def: top, url: consumer, methods: map[string]methodOptions{}}
 	for m, mc := range rc.Methods {
@@ -558,7 +671,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		if mc.LoadBalance != "" {
 			if mo.invoker, err = newCluster(mc.LoadBalance); err != nil {
 				ref.close()
-				return fmt.Errorf("config: refer %s method %s: %w", id, m, err)
+				return nil, fmt.Errorf("config: refer %s method %s: %w", id, m, err)
 			}
 		}
 		if mc.Retries != nil {
@@ -575,12 +688,12 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		regs, err := a.registriesFor(rc.Registries)
 		if err != nil {
 			ref.close()
-			return err
+			return nil, err
 		}
 		for _, r := range regs {
 			if err := r.Subscribe(consumer, ref.listener); err != nil {
 				ref.close()
-				return fmt.Errorf("config: refer %s: subscribe: %w", id, err)
+				return nil, fmt.Errorf("config: refer %s: subscribe: %w", id, err)
 			}
 			ref.subs = append(ref.subs, r)
 			// Consumers register themselves too, as Dubbo's do; a failure
@@ -601,7 +714,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 			}
 			if err != nil {
 				ref.close()
-				return fmt.Errorf("config: refer %s: check: %w", id, err)
+				return nil, fmt.Errorf("config: refer %s: check: %w", id, err)
 			}
 		} else if err != nil {
 			a.log.Warn("no provider list yet; calls fail until one arrives", zap.String("reference", id), zap.Error(err))
@@ -609,12 +722,15 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	}
 	// The call-level counts go above the cluster: once per call, whether
 	// or not it reached a provider.
-	if err := bind(protocol.Chain(mi, a.monitor.CallFilter())); err != nil {
-		ref.close()
-		return fmt.Errorf("config: refer %s: %w", id, err)
+	var head protocol.Invoker = mi
+	if counted {
+		head = protocol.Chain(mi, a.monitor.CallFilter())
 	}
-	a.refs = append(a.refs, ref)
-	return nil
+	if err := bind(head); err != nil {
+		ref.close()
+		return nil, fmt.Errorf("config: refer %s: %w", id, err)
+	}
+	return ref, nil
 }
 
 // referWait is how long Refer waits for a first provider list: the
@@ -814,6 +930,14 @@ func (a *Application) Shutdown(ctx context.Context) error {
 	}
 	if err := a.proto.Close(); err != nil {
 		errs = append(errs, err)
+	}
+	// Every call has ended: the last, partial, interval goes to the
+	// monitor before the registries close.
+	if a.reporter != nil {
+		if err := a.reporter.Close(ctx); err != nil {
+			a.log.Warn("last monitor report not sent", zap.Error(err))
+		}
+		a.monLink.close()
 	}
 	for id, r := range a.registries {
 		if a.shared[id] {

@@ -30,6 +30,35 @@ type Config struct {
 	// References to services this application calls, by id.
 	References map[string]ReferenceConfig `yaml:"references"`
 	Shutdown   ShutdownConfig             `yaml:"shutdown"`
+	// Monitor sends call counts to the monitor service and serves them
+	// to Prometheus.
+	Monitor MonitorConfig `yaml:"monitor"`
+}
+
+// MonitorConfig configures reporting call counts. The application counts
+// every call either way (Application.Monitor); it reports them when
+// Address, Interval or Registries is set.
+type MonitorConfig struct {
+	// Address of the monitor service to report to directly (host:port or
+	// dubbo://host:port, several comma-separated). Empty: find it through
+	// the registries, as any other service.
+	Address string `yaml:"address"`
+	// Registries ids to find the monitor service in (default: all).
+	Registries []string `yaml:"registries"`
+	// Interval between reports (default 60s, at least 1s).
+	Interval time.Duration `yaml:"interval"`
+	// BufferReports and BufferBytes bound the reports kept while the
+	// monitor is away (defaults 60 and 8 MiB); the oldest are dropped.
+	BufferReports int `yaml:"buffer_reports"`
+	BufferBytes   int `yaml:"buffer_bytes"`
+	// Metrics, when set, is the host:port on which the application serves
+	// its counts to Prometheus at /metrics.
+	Metrics string `yaml:"metrics"`
+}
+
+// Reporting reports whether the configuration asks for reports.
+func (m MonitorConfig) Reporting() bool {
+	return m.Address != "" || m.Interval != 0 || len(m.Registries) > 0
 }
 
 // ApplicationConfig names the application.
@@ -334,6 +363,21 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 			}
 		}
 		c.References[id] = r
+	}
+	if m := &c.Monitor; m.Reporting() {
+		checkRegs("monitor", m.Registries)
+		switch {
+		case m.Interval == 0:
+			m.Interval = time.Minute
+		case m.Interval < time.Second:
+			bad("monitor.interval %v: must be at least 1s", m.Interval)
+		}
+		if m.Address == "" && len(c.Registries) == 0 {
+			bad("monitor: no address and no registries to find the monitor service in")
+		}
+		if m.BufferReports < 0 || m.BufferBytes < 0 {
+			bad("monitor: buffer bounds must not be negative")
+		}
 	}
 	if c.Shutdown.Timeout < 0 || c.Shutdown.Wait < 0 {
 		bad("shutdown: timeouts must not be negative")
