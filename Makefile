@@ -5,7 +5,7 @@ GO ?= go
 # (golang/go#75804, fixed in Go 1.27); a count has no deadline to race.
 FUZZTIME ?= 30000x
 
-.PHONY: test unit race fuzz lint bench demo zk-start zk-stop zookeeper
+.PHONY: test unit race fuzz lint bench demo chaos zk-start zk-stop zookeeper
 
 ## test: every test, with the race detector, against a real ZooKeeper, then short fuzz runs.
 test: zookeeper lint race fuzz
@@ -42,6 +42,12 @@ bench:
 
 demo:
 	bash scripts/demo.sh
+
+## chaos: every fault scenario against real processes and a real ZooKeeper; prints one table (under 10 minutes).
+CHAOS_TABLE ?= chaos-table.md
+chaos: zookeeper
+	$(GO) test -count=1 -timeout 14m -run '^TestChaos$$' -v ./examples/chaos/ -chaos.full -chaos.table $(abspath $(CHAOS_TABLE))
+	@echo "table written to $(CHAOS_TABLE)"
 
 zk-start:
 	bash scripts/zookeeper.sh start
