@@ -9,6 +9,7 @@ import (
 // rank orders the framework packages from the bottom (service) to the top
 // (config), as in DESIGN.md. A package may import only packages of lower rank.
 var rank = map[string]int{
+	"status":    0,
 	"service":   0,
 	"serialize": 1,
 	"transport": 2,

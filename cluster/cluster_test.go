@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -76,7 +76,7 @@ func TestNoProvider(t *testing.T) {
 }
 
 func TestFailover(t *testing.T) {
-	connLost := func(context.Context, int64) error { return exchange.ErrConnLost }
+	connLost := func(context.Context, int64) error { return status.ErrConnLost }
 	t.Run("retries on other providers until one answers", func(t *testing.T) {
 		fs := fakes(3)
 		fs[0].answer, fs[1].answer = connLost, connLost
@@ -89,14 +89,24 @@ func TestFailover(t *testing.T) {
 		assert.Equal(t, "C", reply)
 		assert.Equal(t, []int64{1, 1, 1}, counts(fs), "each attempt on another provider")
 	})
+	t.Run("one attempt reads as one", func(t *testing.T) {
+		fs := fakes(2)
+		for _, f := range fs {
+			f.answer = connLost
+		}
+		c := newCluster(t, static(fs), Options{Retries: -1})
+		_, err := c.Invoke(testCtx(t), invocation("m"))
+		require.ErrorIs(t, err, status.ErrConnLost)
+		assert.Regexp(t, `^cluster: failover demo.Greeter:1.0.m: 1 attempt failed: attempt 1 on 127.0.0.\d:20880: connection lost$`, err.Error())
+	})
 	t.Run("gives up after retries+1 attempts with every error", func(t *testing.T) {
 		fs := fakes(4)
 		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { return exchange.ErrTimeout }
+			f.answer = func(context.Context, int64) error { return status.ErrTimeout }
 		}
 		c := newCluster(t, static(fs), Options{})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, exchange.ErrTimeout)
+		require.ErrorIs(t, err, status.ErrTimeout)
 		assert.ErrorContains(t, err, "cluster: failover demo.Greeter:1.0.m: 3 attempts failed")
 		c3 := counts(fs)
 		assert.Equal(t, int64(3), sum(c3))
@@ -115,28 +125,28 @@ func TestFailover(t *testing.T) {
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		var se *service.Error
 		require.ErrorAs(t, err, &se)
-		assert.Equal(t, "remote error (code 5): no such user", err.Error())
+		assert.Equal(t, "remote error (code 5, not found): no such user", err.Error())
 		assert.Equal(t, int64(1), sum(counts(fs)))
 	})
 	t.Run("answers other than busy are not retried", func(t *testing.T) {
 		fs := fakes(3)
 		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { return exchange.ErrServiceNotFound }
+			f.answer = func(context.Context, int64) error { return status.ErrServiceNotFound }
 		}
 		c := newCluster(t, static(fs), Options{})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+		require.ErrorIs(t, err, status.ErrServiceNotFound)
 		assert.Equal(t, int64(1), sum(counts(fs)))
 	})
 	t.Run("a busy provider is retried elsewhere, then an answer stops", func(t *testing.T) {
 		fs := fakes(3)
-		fs[0].answer = func(context.Context, int64) error { return exchange.ErrServerBusy }
-		fs[1].answer = func(context.Context, int64) error { return exchange.ErrBadRequest }
+		fs[0].answer = func(context.Context, int64) error { return status.ErrServerBusy }
+		fs[1].answer = func(context.Context, int64) error { return status.ErrBadRequest }
 		fs[2].answer = fs[0].answer
 		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, exchange.ErrBadRequest)
-		require.ErrorIs(t, err, exchange.ErrServerBusy)
+		require.ErrorIs(t, err, status.ErrBadRequest)
+		require.ErrorIs(t, err, status.ErrServerBusy)
 		assert.Equal(t, []int64{1, 1, 0}, counts(fs))
 	})
 	t.Run("retries option and attachment", func(t *testing.T) {
@@ -171,12 +181,12 @@ func TestFailover(t *testing.T) {
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
 		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { cancel(); return exchange.ErrTimeout }
+			f.answer = func(context.Context, int64) error { cancel(); return status.ErrTimeout }
 		}
 		c := newCluster(t, static(fs), Options{})
 		_, err := c.Invoke(ctx, invocation("m"))
 		require.ErrorIs(t, err, context.Canceled)
-		require.ErrorIs(t, err, exchange.ErrTimeout)
+		require.ErrorIs(t, err, status.ErrTimeout)
 		assert.Equal(t, int64(1), sum(counts(fs)))
 	})
 	t.Run("skips providers that are down", func(t *testing.T) {
@@ -194,12 +204,12 @@ func TestFailover(t *testing.T) {
 func TestFailfast(t *testing.T) {
 	fs := fakes(3)
 	for _, f := range fs {
-		f.answer = func(context.Context, int64) error { return exchange.ErrConnLost }
+		f.answer = func(context.Context, int64) error { return status.ErrConnLost }
 	}
 	c := newCluster(t, static(fs), Options{Strategy: Failfast})
 	_, err := c.Invoke(testCtx(t), invocation("m"))
-	require.ErrorIs(t, err, exchange.ErrConnLost)
-	assert.Regexp(t, `^cluster: failfast demo.Greeter:1.0.m on 127.0.0.\d:20880: exchange: connection lost$`, err.Error())
+	require.ErrorIs(t, err, status.ErrConnLost)
+	assert.Regexp(t, `^cluster: failfast demo.Greeter:1.0.m on 127.0.0.\d:20880: connection lost$`, err.Error())
 	assert.Equal(t, int64(1), sum(counts(fs)))
 }
 
@@ -207,7 +217,7 @@ func TestFailsafe(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	fs := fakes(2)
 	for _, f := range fs {
-		f.answer = func(context.Context, int64) error { return exchange.ErrConnLost }
+		f.answer = func(context.Context, int64) error { return status.ErrConnLost }
 	}
 	c := newCluster(t, static(fs), Options{Strategy: Failsafe, Logger: zap.New(core)})
 	res, err := c.Invoke(testCtx(t), invocation("m"))
@@ -224,9 +234,9 @@ func TestBroadcast(t *testing.T) {
 	_, err := c.Invoke(testCtx(t), invocation("m"))
 	require.NoError(t, err)
 	assert.Equal(t, []int64{1, 1, 1, 1}, counts(fs))
-	fs[2].answer = func(context.Context, int64) error { return exchange.ErrTimeout }
+	fs[2].answer = func(context.Context, int64) error { return status.ErrTimeout }
 	_, err = c.Invoke(testCtx(t), invocation("m"))
-	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, status.ErrTimeout)
 	assert.ErrorContains(t, err, "1 of 4 providers failed")
 	assert.Equal(t, []int64{2, 2, 2, 2}, counts(fs), "all are called even when one fails")
 }
@@ -270,12 +280,12 @@ func TestForking(t *testing.T) {
 	})
 	t.Run("fails only when all fail", func(t *testing.T) {
 		fs := fakes(2)
-		fs[0].answer = func(context.Context, int64) error { return exchange.ErrConnLost }
-		fs[1].answer = func(context.Context, int64) error { return exchange.ErrTimeout }
+		fs[0].answer = func(context.Context, int64) error { return status.ErrConnLost }
+		fs[1].answer = func(context.Context, int64) error { return status.ErrTimeout }
 		c := newCluster(t, static(fs), Options{Strategy: Forking})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, exchange.ErrConnLost)
-		require.ErrorIs(t, err, exchange.ErrTimeout)
+		require.ErrorIs(t, err, status.ErrConnLost)
+		require.ErrorIs(t, err, status.ErrTimeout)
 		assert.ErrorContains(t, err, "all 2 providers failed")
 	})
 }
@@ -287,7 +297,7 @@ func TestFailback(t *testing.T) {
 		for _, f := range fs {
 			f.answer = func(_ context.Context, n int64) error {
 				if n == 1 && f.name == "A" {
-					return exchange.ErrConnLost
+					return status.ErrConnLost
 				}
 				retried <- f.name
 				return nil
@@ -312,7 +322,7 @@ func TestFailback(t *testing.T) {
 	t.Run("gives up after FailbackRetries", func(t *testing.T) {
 		fs := fakes(2)
 		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { return exchange.ErrConnLost }
+			f.answer = func(context.Context, int64) error { return status.ErrConnLost }
 		}
 		c := newCluster(t, static(fs), Options{Strategy: Failback, FailbackBackoff: time.Millisecond, FailbackRetries: 3})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
@@ -322,7 +332,7 @@ func TestFailback(t *testing.T) {
 	})
 	t.Run("the queue is bounded and Close stops the retries", func(t *testing.T) {
 		fs := fakes(1)
-		fs[0].answer = func(context.Context, int64) error { return exchange.ErrConnLost }
+		fs[0].answer = func(context.Context, int64) error { return status.ErrConnLost }
 		c, err := New(static(fs), Options{Strategy: Failback, FailbackBackoff: time.Hour, FailbackQueue: 2})
 		require.NoError(t, err)
 		for range 2 {
@@ -330,7 +340,7 @@ func TestFailback(t *testing.T) {
 			require.NoError(t, err)
 		}
 		_, err = c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, exchange.ErrConnLost)
+		require.ErrorIs(t, err, status.ErrConnLost)
 		assert.ErrorContains(t, err, "failback queue full")
 		require.NoError(t, c.Close())
 		require.NoError(t, c.Close())
@@ -384,7 +394,7 @@ func TestLeastActiveCountsEveryCall(t *testing.T) {
 // -race.
 func TestConcurrentInvokeWhileListChanges(t *testing.T) {
 	fs := fakes(6)
-	fs[5].answer = func(context.Context, int64) error { return exchange.ErrConnLost }
+	fs[5].answer = func(context.Context, int64) error { return status.ErrConnLost }
 	lists := [][]protocol.Invoker{
 		{fs[0], fs[1], fs[2]}, {fs[3], fs[4], fs[5]}, {fs[0], fs[2], fs[4], fs[5]}, {fs[1]},
 	}
@@ -404,7 +414,7 @@ func TestConcurrentInvokeWhileListChanges(t *testing.T) {
 							inv := invocation("m", strconv.Itoa(g*100+i))
 							inv.Reply = &reply
 							_, err := c.Invoke(ctx, inv)
-							if err != nil && !errors.Is(err, exchange.ErrConnLost) {
+							if err != nil && !errors.Is(err, status.ErrConnLost) {
 								t.Error(err)
 								return
 							}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func Example() {
@@ -22,7 +22,7 @@ func Example() {
 		}
 	}
 	dir := cluster.NewStatic(
-		provider("10.0.0.1", exchange.ErrConnLost), // down: failover retries elsewhere
+		provider("10.0.0.1", status.ErrConnLost), // down: failover retries elsewhere
 		provider("10.0.0.2", nil),
 	)
 	c, err := cluster.New(dir, cluster.Options{LoadBalance: loadbalance.RoundRobin})

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -56,7 +57,7 @@ func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*proto
 		errs = append(errs, fmt.Errorf("attempt %d on %s: %w", attempt+1, p.URL().Address(), err))
 		tried.Add(p)
 	}
-	return nil, fmt.Errorf("cluster: failover %s.%s: %d attempts failed: %w", serviceOf(inv), inv.Method, len(errs), errors.Join(errs...))
+	return nil, fmt.Errorf("cluster: failover %s.%s: %s failed: %w", serviceOf(inv), inv.Method, plural(len(errs), "attempt"), errors.Join(errs...))
 }
 
 // failfast makes one attempt and returns its error.
@@ -107,7 +108,7 @@ func broadcast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*prot
 		last = res
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("cluster: broadcast %s.%s: %d of %d providers failed: %w", serviceOf(inv), inv.Method, len(errs), len(invokers), errors.Join(errs...))
+		return nil, fmt.Errorf("cluster: broadcast %s.%s: %d of %s failed: %w", serviceOf(inv), inv.Method, len(errs), plural(len(invokers), "provider"), errors.Join(errs...))
 	}
 	return last, nil
 }
@@ -191,7 +192,7 @@ func (f *forking) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocati
 			return nil, fmt.Errorf("cluster: forking %s.%s: %w", serviceOf(inv), inv.Method, errors.Join(errs...))
 		}
 	}
-	return nil, fmt.Errorf("cluster: forking %s.%s: all %d providers failed: %w", serviceOf(inv), inv.Method, len(targets), errors.Join(errs...))
+	return nil, fmt.Errorf("cluster: forking %s.%s: all %s failed: %w", serviceOf(inv), inv.Method, plural(len(targets), "provider"), errors.Join(errs...))
 }
 
 // Close waits for forked calls still running.
@@ -384,4 +385,12 @@ func (f *failback) Close() error {
 	f.cancel()
 	f.wg.Wait()
 	return nil
+}
+
+// plural returns "1 attempt", "3 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

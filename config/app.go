@@ -22,7 +22,6 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
@@ -30,6 +29,7 @@ import (
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/memory"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // ErrTokenMismatch is returned to callers whose token attachment does not
@@ -505,7 +505,7 @@ func executeLimit(n int) protocol.Filter {
 		select {
 		case sem <- struct{}{}:
 		default:
-			return nil, fmt.Errorf("%w: %s.%s: %d calls running (executes limit)", exchange.ErrServerBusy, inv.Service, inv.Method, n)
+			return nil, fmt.Errorf("%w: %s.%s: %d calls running (executes limit)", status.ErrServerBusy, inv.Service, inv.Method, n)
 		}
 		defer func() { <-sem }()
 		return next.Invoke(ctx, inv)
@@ -772,12 +772,21 @@ func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
 
 // consumerTimeouts returns the URL parameters by which the reference's
 // timeouts override the providers': "timeout" and "{method}.timeout", in
-// milliseconds, as the dubbo protocol reads them.
+// milliseconds, as the dubbo protocol reads them, each with the setting it
+// comes from (protocol.KeyTimeoutSource) for timeout errors to name.
 func consumerTimeouts(rc ReferenceConfig) map[string]string {
-	p := map[string]string{protocol.KeyTimeout: strconv.FormatInt(rc.Timeout.Milliseconds(), 10)}
+	src := status.SourceReference
+	if rc.timeoutDefaulted {
+		src = status.SourceDefault
+	}
+	p := map[string]string{
+		protocol.KeyTimeout:       strconv.FormatInt(rc.Timeout.Milliseconds(), 10),
+		protocol.KeyTimeoutSource: protocol.TimeoutSourceValue(src),
+	}
 	for m, mc := range rc.Methods {
 		if mc.Timeout > 0 {
 			p[m+"."+protocol.KeyTimeout] = strconv.FormatInt(mc.Timeout.Milliseconds(), 10)
+			p[m+"."+protocol.KeyTimeoutSource] = protocol.TimeoutSourceValue(status.SourceMethod)
 		}
 	}
 	return p

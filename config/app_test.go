@@ -14,10 +14,10 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/config"
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry/memory"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 type Order struct {
@@ -165,7 +165,7 @@ func TestExecutesLimit(t *testing.T) {
 	<-o.started
 	_, err = c.Slow(ctx)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, exchange.ErrServerBusy), "got %v", err)
+	assert.True(t, errors.Is(err, status.ErrServerBusy), "got %v", err)
 	close(o.block)
 	wg.Wait()
 	require.NoError(t, first)
@@ -189,8 +189,48 @@ func TestMethodTimeout(t *testing.T) {
 	var c ordersClient
 	require.NoError(t, cons.Refer(ctx, "orders", &c))
 	_, err = c.Slow(ctx)
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, exchange.ErrTimeout) || errors.Is(err, context.DeadlineExceeded), "got %v", err)
+	requireTimeout(t, err, "100ms", "method timeout")
+}
+
+// requireTimeout checks that err is the one timeout error, saying how long
+// and which setting, whichever side fired first.
+func requireTimeout(t *testing.T, err error, after, setting string) {
+	t.Helper()
+	require.ErrorIs(t, err, status.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var te *status.TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.Regexp(t, `^cluster: failover test\.Orders\.Slow: 1 attempt failed: attempt 1 on 127\.0\.0\.1:\d+: `+
+		`test\.Orders\.Slow timed out after `+after+` on the (consumer calling|provider) 127\.0\.0\.1:\d+ \(`+setting+`\)$`, err.Error())
+}
+
+// The timeout error names the reference's timeout, or the default when
+// none is set.
+func TestTimeoutErrorNamesTheSetting(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	o := &orders{block: make(chan struct{}), started: make(chan struct{}, 4)}
+	defer close(o.block)
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders", Timeout: time.Minute}, config.ReferenceConfig{})
+	_, err := prov.Export(ctx, "orders", o)
+	require.NoError(t, err)
+	zero := 0
+	for _, c := range []struct {
+		timeout        time.Duration
+		after, setting string
+	}{
+		{150 * time.Millisecond, "150ms", "reference timeout"},
+		{0, "1s", "default timeout"},
+	} {
+		cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{
+			Interface: "test.Orders", Check: true, Retries: &zero, Timeout: c.timeout,
+		})
+		var client ordersClient
+		require.NoError(t, cons.Refer(ctx, "orders", &client))
+		_, err = client.Slow(ctx)
+		requireTimeout(t, err, c.after, c.setting)
+	}
 }
 
 // Unknown ids and names are errors listing the known ones.
@@ -230,7 +270,7 @@ func TestReferGeneric(t *testing.T) {
 	assert.EqualValues(t, 6, v)
 	_, err = g.Invoke(ctx, "Nope", nil)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	assert.ErrorIs(t, err, status.ErrServiceNotFound)
 	assert.Contains(t, err.Error(), "Nope")
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/minidubbo/minidubbo/protocol"
 )
 
 // Config is the whole configuration of one application: what it provides,
@@ -141,8 +143,16 @@ type ReferenceConfig struct {
 	Cluster string `yaml:"cluster"`
 	// Retries after the first try for failover (default 2).
 	Retries *int `yaml:"retries"`
-	// Timeout per call when the context has no deadline (default 1s).
+	// Timeout bounds each call of the reference (default 1s). A sooner
+	// context deadline ends the call first; a method's own timeout
+	// (Methods) replaces it for that method. It replaces the timeout the
+	// provider advertises. See "Timeouts" in the README for the whole
+	// order; a call that runs out gets a *status.TimeoutError naming the
+	// setting.
 	Timeout time.Duration `yaml:"timeout"`
+	// timeoutDefaulted records that Validate filled Timeout in, so that
+	// timeout errors say "default timeout" rather than "reference timeout".
+	timeoutDefaulted bool
 	// Check makes Refer fail when no provider is known (default false).
 	Check bool `yaml:"check"`
 	// Methods holds per-method overrides by method name.
@@ -153,6 +163,8 @@ type ReferenceConfig struct {
 
 // MethodConfig overrides reference settings for one method.
 type MethodConfig struct {
+	// Timeout, when set, bounds each call of the method instead of the
+	// reference's Timeout (a sooner context deadline still comes first).
 	Timeout     time.Duration `yaml:"timeout"`
 	Retries     *int          `yaml:"retries"`
 	LoadBalance string        `yaml:"loadbalance"`
@@ -348,7 +360,8 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 			bad("%s.timeout %v: must not be negative", key, r.Timeout)
 		}
 		if r.Timeout == 0 {
-			r.Timeout = time.Second
+			r.Timeout = protocol.DefaultTimeout
+			r.timeoutDefaulted = true
 		}
 		for m, mc := range r.Methods {
 			mkey := key + ".methods." + m

@@ -54,5 +54,5 @@ func Example() {
 	fmt.Println(errors.As(err, &se), se.Code, se.Message)
 	// Output:
 	// hello, world <nil>
-	// true 3 name is empty
+	// true invalid argument name is empty
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -75,7 +76,7 @@ func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
 	c := newClient(opts)
 	conn, err := transport.Dial(ctx, addr, clientHandler{c}, c.opts.transport())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrDial, addr, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrDial, addr, err)
 	}
 	c.start(conn)
 	return c, nil
@@ -153,6 +154,18 @@ func deadline(ctx context.Context, timeout time.Duration) (d time.Duration, ok, 
 	return timeout, timeout > 0, false
 }
 
+// ctxLeft is how long ctx allowed a call that was given d (fromCtx: d
+// came from ctx's deadline).
+func ctxLeft(ctx context.Context, d time.Duration, fromCtx bool) time.Duration {
+	if fromCtx {
+		return d
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), 0)
+	}
+	return 0
+}
+
 // prepare checks that a request may be sent, fills in f's header and
 // registers cl under a new id. On error it releases f.
 func (c *Client) prepare(cl *call, ser byte, f *transport.Buffer) (uint64, error) {
@@ -178,7 +191,7 @@ func (c *Client) prepare(cl *call, ser byte, f *transport.Buffer) (uint64, error
 	c.mu.Unlock()
 	if err := c.conn.Send(f); err != nil {
 		if c.remove(id) {
-			return 0, fmt.Errorf("%w: %v", ErrClosed, err)
+			return 0, fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 		// The connection's death completed the call already.
 	}
@@ -207,7 +220,7 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
 		f.Release()
-		return nil, timeoutError(fromCtx)
+		return nil, timeoutError(d, fromCtx)
 	}
 	cl := calls.Get().(*call)
 	id, err := c.prepare(cl, ser, f)
@@ -228,13 +241,13 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	case <-cl.done:
 	case <-timerC:
 		if c.remove(id) {
-			cl.err = timeoutError(fromCtx)
+			cl.err = timeoutError(d, fromCtx)
 		} else {
 			<-cl.done
 		}
 	case <-ctx.Done():
 		if c.remove(id) {
-			cl.err = ctxError(ctx)
+			cl.err = ctxError(ctx, ctxLeft(ctx, d, fromCtx))
 		} else {
 			<-cl.done
 		}
@@ -251,20 +264,22 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	return checkStatus(resp)
 }
 
-var errCtxTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
-
-// timeoutError is the error of a call whose deadline passed; it wraps
-// context.DeadlineExceeded too when the deadline was the context's.
-func timeoutError(fromCtx bool) error {
+// timeoutError is the error of a call whose deadline passed after d: the
+// context's deadline when fromCtx, else the call's timeout (whose source
+// the protocol layer fills in).
+func timeoutError(d time.Duration, fromCtx bool) error {
+	e := &status.TimeoutError{Timeout: max(d, 0), Side: status.Consumer}
 	if fromCtx {
-		return errCtxTimeout
+		e.Source = status.SourceContext
 	}
-	return ErrTimeout
+	return e
 }
 
-func ctxError(ctx context.Context) error {
+// ctxError is the error of a call whose context ended first; d is how long
+// the context allowed when the call started.
+func ctxError(ctx context.Context, d time.Duration) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+		return &status.TimeoutError{Timeout: d, Side: status.Consumer, Source: status.SourceContext}
 	}
 	return fmt.Errorf("exchange: call abandoned: %w", context.Cause(ctx))
 }
@@ -276,7 +291,7 @@ func checkStatus(resp *transport.Buffer) (*transport.Buffer, error) {
 	if st == StatusOK {
 		return resp, nil
 	}
-	err := &StatusError{Status: st, Message: string(Body(resp))}
+	err := &StatusError{Code: st, Message: string(Body(resp))}
 	resp.Release()
 	return nil, err
 }
@@ -317,7 +332,7 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
 		f.Release()
-		cl.err = timeoutError(fromCtx)
+		cl.err = timeoutError(d, fromCtx)
 		close(cl.done)
 		return fut
 	}
@@ -330,11 +345,11 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		}
 	}
 	if hasDeadline {
-		cl.timer = time.AfterFunc(time.Hour, func() { end(timeoutError(fromCtx)) })
+		cl.timer = time.AfterFunc(time.Hour, func() { end(timeoutError(d, fromCtx)) })
 		cl.timer.Stop()
 	}
 	if ctx.Done() != nil {
-		cl.stopCtx = context.AfterFunc(ctx, func() { end(ctxError(ctx)) })
+		cl.stopCtx = context.AfterFunc(ctx, func() { end(ctxError(ctx, ctxLeft(ctx, d, fromCtx))) })
 	}
 	n, err := c.prepare(cl, ser, f)
 	if err != nil {
@@ -350,7 +365,7 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		cl.timer.Reset(d)
 	}
 	if ctx.Err() != nil {
-		end(ctxError(ctx))
+		end(ctxError(ctx, ctxLeft(ctx, d, fromCtx)))
 	}
 	return fut
 }
@@ -428,9 +443,9 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 		callErr, clientErr = ErrClosed, ErrClosed
 	} else {
 		if !errors.Is(err, ErrConnLost) {
-			err = fmt.Errorf("%w: %v", ErrConnLost, err)
+			err = fmt.Errorf("%w: %w", ErrConnLost, err)
 		}
-		callErr, clientErr = err, fmt.Errorf("%w (%v)", ErrClosed, err)
+		callErr, clientErr = err, fmt.Errorf("%w (%w)", ErrClosed, err)
 	}
 	c.mu.Lock()
 	c.err = clientErr

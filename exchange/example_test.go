@@ -1,7 +1,6 @@
 package exchange_test
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/minidubbo/minidubbo/exchange"
@@ -17,10 +16,4 @@ func ExampleHeader() {
 	// Output:
 	// da bb db 00 00 00 00 00 00 00 00 07 00 00 02 45
 	// true
-}
-
-func ExampleStatusError() {
-	var err error = &exchange.StatusError{Status: exchange.StatusServiceNotFound, Message: "dubbo: no service demo.Nope"}
-	fmt.Println(errors.Is(err, exchange.ErrServiceNotFound), exchange.StatusOf(err))
-	// Output: true service not found
 }

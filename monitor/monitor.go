@@ -14,9 +14,9 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // Side tells which end of a call a filter counts.
@@ -147,12 +147,12 @@ func Classify(side Side, err error) string {
 	switch {
 	case hasType[*service.Error](err, 0):
 		return KindBusiness
-	case errors.Is(err, exchange.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, status.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return KindTimeout
-	case errors.Is(err, exchange.ErrServerBusy):
+	case errors.Is(err, status.ErrServerBusy):
 		return KindBusy
-	case errors.Is(err, exchange.ErrDial), errors.Is(err, exchange.ErrClosed),
-		errors.Is(err, exchange.ErrConnLost), errors.Is(err, exchange.ErrReadOnly):
+	case errors.Is(err, status.ErrDial), errors.Is(err, status.ErrClosed),
+		errors.Is(err, status.ErrConnLost), errors.Is(err, status.ErrReadOnly):
 		return KindConnection
 	case side == Provider && !isStatus(err):
 		return KindBusiness
@@ -162,9 +162,9 @@ func Classify(side Side, err error) string {
 
 // isStatus reports whether err is one of the exchange layer's answers.
 func isStatus(err error) bool {
-	return hasType[*exchange.StatusError](err, 0) || errors.Is(err, exchange.ErrServiceNotFound) ||
-		errors.Is(err, exchange.ErrBadRequest) || errors.Is(err, exchange.ErrServerError) ||
-		errors.Is(err, exchange.ErrBadResponse) || errors.Is(err, exchange.ErrPayloadTooLarge) ||
+	return hasType[*status.Error](err, 0) || errors.Is(err, status.ErrServiceNotFound) ||
+		errors.Is(err, status.ErrBadRequest) || errors.Is(err, status.ErrServerError) ||
+		errors.Is(err, status.ErrBadResponse) || errors.Is(err, status.ErrPayloadTooLarge) ||
 		errors.Is(err, context.Canceled)
 }
 

@@ -3,7 +3,7 @@ package protocol
 import (
 	"errors"
 
-	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // Retryable reports whether a call that failed with err may be retried on
@@ -17,9 +17,9 @@ func Retryable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, exchange.ErrClosed), errors.Is(err, exchange.ErrDial),
-		errors.Is(err, exchange.ErrTimeout), errors.Is(err, exchange.ErrConnLost),
-		errors.Is(err, exchange.ErrServerBusy), errors.Is(err, exchange.ErrReadOnly):
+	case errors.Is(err, status.ErrClosed), errors.Is(err, status.ErrDial),
+		errors.Is(err, status.ErrTimeout), errors.Is(err, status.ErrConnLost),
+		errors.Is(err, status.ErrServerBusy), errors.Is(err, status.ErrReadOnly):
 		return true
 	}
 	return false

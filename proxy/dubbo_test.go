@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // loopback exports impl through protocol/dubbo on a free loopback port and
@@ -121,17 +121,17 @@ func TestErrorsOverDubbo(t *testing.T) {
 	assert.Equal(t, "hello, after panic", s)
 
 	_, err = c.Missing(ctx, "x")
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 	assert.Contains(t, err.Error(), "Missing")
 	assert.False(t, protocol.Retryable(err))
 
 	_, err = c.WrongArg(ctx, []int{1})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	assert.Contains(t, err.Error(), "SayHello")
 	assert.Contains(t, err.Error(), "string")
 
 	_, err = c.TooMany(ctx, "a", "b")
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	assert.Contains(t, err.Error(), "SayHello")
 }
 

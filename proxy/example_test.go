@@ -91,12 +91,12 @@ func Example_errors() {
 	_, err = greeter.Divide(context.Background(), 1, 0)
 	var e *service.Error
 	if errors.As(err, &e) {
-		fmt.Println("code:", e.Code)
+		fmt.Printf("code: %d (%s)\n", e.Code, e.Code)
 		fmt.Println("message:", e.Message)
 		fmt.Println("remote:", e.Remote)
 	}
 	// Output:
-	// code: 3
+	// code: 3 (invalid argument)
 	// message: cannot divide 1 by zero
 	// remote: true
 }

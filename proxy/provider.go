@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 var anyType = reflect.TypeFor[any]()
@@ -41,10 +41,10 @@ func WithLogger(l *zap.Logger) ProviderOption { return func(c *providerConfig) {
 // invocation's attachments into the context (service.AttachmentsFrom reads
 // them), and calls the method. Its errors are:
 //
-//   - an unknown method: an error wrapping exchange.ErrServiceNotFound that
+//   - an unknown method: an error wrapping status.ErrServiceNotFound that
 //     names the method and lists the known ones;
 //   - arguments of the wrong count or types: an error wrapping
-//     exchange.ErrBadRequest that names the method and its parameter types;
+//     status.ErrBadRequest that names the method and its parameter types;
 //   - a panic in the method: a *service.Error with service.CodePanic, and
 //     the provider keeps serving;
 //   - the error the method returned, unchanged (the protocol sends it to
@@ -125,16 +125,16 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (res *p
 		if inv.Method == service.EchoMethod {
 			if len(inv.Args) != 1 {
 				return nil, fmt.Errorf("%w: proxy: %s.%s takes 1 argument, got %d",
-					exchange.ErrBadRequest, p.iface, service.EchoMethod, len(inv.Args))
+					status.ErrBadRequest, p.iface, service.EchoMethod, len(inv.Args))
 			}
 			return &protocol.Result{Value: inv.Args[0]}, nil
 		}
 		return nil, fmt.Errorf("%w: proxy: %s has no method %q (known: %s)",
-			exchange.ErrServiceNotFound, p.iface, inv.Method, strings.Join(p.table.Names(), ", "))
+			status.ErrServiceNotFound, p.iface, inv.Method, strings.Join(p.table.Names(), ", "))
 	}
 	args, err := m.Args(inv.Args)
 	if err != nil {
-		return nil, fmt.Errorf("%w: proxy: %s.%w", exchange.ErrBadRequest, p.iface, trimPrefix(err))
+		return nil, fmt.Errorf("%w: proxy: %s.%w", status.ErrBadRequest, p.iface, trimPrefix(err))
 	}
 	if len(inv.Attachments) > 0 {
 		ctx = service.WithAttachments(ctx, service.Attachments(inv.Attachments))

@@ -13,10 +13,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // greeterImpl is a provider used by the tests of this package.
@@ -116,16 +116,16 @@ func TestProviderBadInput(t *testing.T) {
 		target error
 		want   string
 	}{
-		{"unknown method", protocol.Invocation{Method: "Nope"}, exchange.ErrServiceNotFound,
+		{"unknown method", protocol.Invocation{Method: "Nope"}, status.ErrServiceNotFound,
 			`demo.Greeter has no method "Nope" (known: Add, Fail, Find, Panic, Ping, SayHello)`},
-		{"rejected method", protocol.Invocation{Method: "Helper"}, exchange.ErrServiceNotFound, `no method "Helper"`},
-		{"too few args", protocol.Invocation{Method: "Add", Args: []any{int32(1)}}, exchange.ErrBadRequest,
+		{"rejected method", protocol.Invocation{Method: "Helper"}, status.ErrServiceNotFound, `no method "Helper"`},
+		{"too few args", protocol.Invocation{Method: "Add", Args: []any{int32(1)}}, status.ErrBadRequest,
 			"proxy: demo.Greeter.Add(context.Context, int32, int32) (int64, error) takes 2 arguments after the context, got 1"},
-		{"wrong type", protocol.Invocation{Method: "SayHello", Args: []any{42}}, exchange.ErrBadRequest,
+		{"wrong type", protocol.Invocation{Method: "SayHello", Args: []any{42}}, status.ErrBadRequest,
 			"demo.Greeter.SayHello(context.Context, string) (string, error): argument 1 is int, want string"},
-		{"lossy number", protocol.Invocation{Method: "Add", Args: []any{1.5, 2}}, exchange.ErrBadRequest,
+		{"lossy number", protocol.Invocation{Method: "Add", Args: []any{1.5, 2}}, status.ErrBadRequest,
 			"argument 1 is float64, want int32"},
-		{"echo arity", protocol.Invocation{Method: service.EchoMethod}, exchange.ErrBadRequest,
+		{"echo arity", protocol.Invocation{Method: service.EchoMethod}, status.ErrBadRequest,
 			"demo.Greeter.$echo takes 1 argument, got 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,9 +237,9 @@ func TestStubOverProvider(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, service.CodePanic, se.Code)
 
-	assert.ErrorIs(t, c.Missing(ctx), exchange.ErrServiceNotFound)
+	assert.ErrorIs(t, c.Missing(ctx), status.ErrServiceNotFound)
 	_, err = c.WrongArg(ctx, 3)
-	assert.ErrorIs(t, err, exchange.ErrBadRequest)
+	assert.ErrorIs(t, err, status.ErrBadRequest)
 	assert.ErrorContains(t, err, "SayHello(context.Context, string) (string, error)")
 
 	g, err := proxy.NewGeneric(p)

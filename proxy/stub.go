@@ -7,9 +7,9 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 var (
@@ -261,7 +261,7 @@ func (s *stubMethod) setReply(reply reflect.Value, res *protocol.Result) error {
 		return nil
 	}
 	return fmt.Errorf("%w: proxy: %s.%s returned %s, want %s",
-		exchange.ErrBadResponse, s.service, s.method, rv.Type(), s.replyType)
+		status.ErrBadResponse, s.service, s.method, rv.Type(), s.replyType)
 }
 
 func isNumber(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Float64 }

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func testURL() *protocol.URL {
@@ -107,7 +107,7 @@ func TestReferErrorsPassThrough(t *testing.T) {
 			*p = "partial" // a decoder that failed half way
 		}
 		if inv.Method == "Ping" {
-			return nil, fmt.Errorf("call: %w", exchange.ErrTimeout)
+			return nil, fmt.Errorf("call: %w", status.ErrTimeout)
 		}
 		return nil, remote
 	}}
@@ -123,7 +123,7 @@ func TestReferErrorsPassThrough(t *testing.T) {
 	assert.EqualValues(t, 1001, se.Code)
 
 	err = c.Ping(ctx)
-	assert.ErrorIs(t, err, exchange.ErrTimeout)
+	assert.ErrorIs(t, err, status.ErrTimeout)
 }
 
 func TestReferNilContext(t *testing.T) {
@@ -156,7 +156,7 @@ func TestReferReplyFromValue(t *testing.T) {
 		{"pointer", &user{"bob", 4}, user{"bob", 4}, nil},
 		{"nil pointer", (*user)(nil), user{}, nil},
 		{"nil", nil, user{}, nil},
-		{"wrong type", "ann", user{}, exchange.ErrBadResponse},
+		{"wrong type", "ann", user{}, status.ErrBadResponse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := protocol.InvokerFunc{U: testURL(), F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) {

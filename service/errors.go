@@ -5,20 +5,41 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
-// Well-known business error codes. Applications may use any other code;
-// codes below 100 are reserved for the framework.
+// Code is a business error code: what a provider method's error means to
+// the application. It crosses the wire as an integer. Applications may
+// use any value; codes below 100 are reserved for the framework.
+type Code int32
+
+// Well-known business error codes.
 const (
 	// CodeUnknown is used for a plain Go error returned by a provider method.
-	CodeUnknown int32 = 1
+	CodeUnknown Code = 1
 	// CodeInvalidArgument is a conventional code for a rejected argument.
-	CodeInvalidArgument int32 = 3
+	CodeInvalidArgument Code = 3
 	// CodeNotFound is a conventional code for a missing entity.
-	CodeNotFound int32 = 5
+	CodeNotFound Code = 5
 	// CodePanic is used when a provider method panicked.
-	CodePanic int32 = 13
+	CodePanic Code = 13
 )
+
+// String returns the name of a well-known code ("invalid argument"), or
+// "code N" for any other.
+func (c Code) String() string {
+	switch c {
+	case CodeUnknown:
+		return "unknown"
+	case CodeInvalidArgument:
+		return "invalid argument"
+	case CodeNotFound:
+		return "not found"
+	case CodePanic:
+		return "panic"
+	}
+	return "code " + strconv.FormatInt(int64(c), 10)
+}
 
 // Error is a business error that crosses the wire as a code and a message.
 //
@@ -29,23 +50,27 @@ const (
 //
 // On the consumer, errors.As(err, &e) recovers the *Error, with Remote set.
 type Error struct {
-	Code    int32  `msgpack:"code" json:"code"`
+	Code    Code   `msgpack:"code" json:"code"`
 	Message string `msgpack:"message" json:"message"`
 	// Remote is true when the error was decoded from a provider's response.
 	Remote bool `msgpack:"-" json:"-"`
 }
 
 // Errorf returns a new *Error with the given code and formatted message.
-func Errorf(code int32, format string, args ...any) *Error {
+func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // Error implements the error interface.
 func (e *Error) Error() string {
-	if e.Remote {
-		return fmt.Sprintf("remote error (code %d): %s", e.Code, e.Message)
+	code := strconv.FormatInt(int64(e.Code), 10)
+	if name := e.Code.String(); name != "code "+code {
+		code += ", " + name
 	}
-	return fmt.Sprintf("error (code %d): %s", e.Code, e.Message)
+	if e.Remote {
+		return "remote error (code " + code + "): " + e.Message
+	}
+	return "error (code " + code + "): " + e.Message
 }
 
 // Is reports whether target is an *Error with the same code, so that

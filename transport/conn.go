@@ -333,7 +333,6 @@ func growExact(b []byte, n int) []byte {
 	return nb
 }
 
-
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	bw := bufio.NewWriterSize(c.nc, c.opts.WriteBufferSize)

@@ -15,6 +15,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // setup exports a greeter as demo.Greeter and refers it.
@@ -29,19 +30,19 @@ func TestUnknownServiceOrMethod(t *testing.T) {
 	ctx := testCtx(t)
 	_, inv, u := setup(t, nil, nil)
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Service: "demo.Nope", Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 	require.ErrorContains(t, err, "demo.Nope")
 	require.NotContains(t, err.Error(), "demo.Greeter", "does not list the services the port serves")
 	require.False(t, protocol.Retryable(err))
 
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Shout", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 	require.ErrorContains(t, err, `"Shout"`)
 
 	// Another version of the same interface is another service.
 	v2 := refer(t, newProtocol(t, nil), u.With(protocol.KeyVersion, "2.0"))
 	_, err = v2.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 	require.ErrorContains(t, err, "demo.Greeter:2.0")
 }
 
@@ -55,12 +56,12 @@ func TestWrongArguments(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Add", Args: args})
-			require.ErrorIs(t, err, exchange.ErrBadRequest)
+			require.ErrorIs(t, err, status.ErrBadRequest)
 			require.ErrorContains(t, err, "Add(int, int)")
 		})
 	}
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Greet", Args: []any{[]int{1}}})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, "Greet(dubbo_test.Person)")
 	require.Zero(t, g.calls.Load(), "the method never ran")
 }
@@ -92,16 +93,16 @@ func TestClosedInvokerFailsAtOnce(t *testing.T) {
 	require.NoError(t, inv.(interface{ Close() error }).Close())
 	require.NoError(t, inv.(interface{ Close() error }).Close())
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.ErrorIs(t, err, status.ErrClosed)
 	require.False(t, protocol.IsAvailable(inv))
 
 	// After the protocol closes, its invokers fail at once too.
 	inv2 := refer(t, cli, u)
 	require.NoError(t, cli.Close())
 	_, err = inv2.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.ErrorIs(t, err, status.ErrClosed)
 	_, err = cli.Refer(u)
-	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.ErrorIs(t, err, status.ErrClosed)
 }
 
 // rawFrame returns a request frame with the given body.
@@ -115,7 +116,7 @@ func rawFrame(body []byte, declared uint32) []byte {
 
 // rawCall sends frame on a new connection and returns the response status
 // and body, or an error if the connection closed instead.
-func rawCall(t *testing.T, addr string, frame []byte) (exchange.Status, string, error) {
+func rawCall(t *testing.T, addr string, frame []byte) (status.Code, string, error) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
@@ -208,10 +209,10 @@ func TestDecoderBombs(t *testing.T) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			status, msg, err := rawCall(t, u.Address(), frame)
+			code, msg, err := rawCall(t, u.Address(), frame)
 			runtime.ReadMemStats(&after)
 			require.NoError(t, err)
-			require.Equal(t, exchange.StatusBadRequest, status, msg)
+			require.Equal(t, status.BadRequest, code, msg)
 			// The frame itself is read into memory once; nothing much more.
 			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4*len(frame)+4<<20), "allocated")
 		})
@@ -225,8 +226,8 @@ func TestTooLargeResponse(t *testing.T) {
 	ctx := testCtx(t)
 	_, inv, _ := setup(t, &dubboOptions{MaxPayload: 64 << 10}, nil)
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Big", Args: []any{100 << 10}})
-	require.ErrorIs(t, err, exchange.ErrPayloadTooLarge)
-	require.False(t, errors.Is(err, exchange.ErrTimeout))
+	require.ErrorIs(t, err, status.ErrPayloadTooLarge)
+	require.False(t, errors.Is(err, status.ErrTimeout))
 	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Big", Args: []any{10 << 10}})
 	require.NoError(t, err)
 	require.Len(t, res.Value, 10<<10)
@@ -236,7 +237,7 @@ func TestTooLargeRequest(t *testing.T) {
 	ctx := testCtx(t)
 	_, inv, _ := setup(t, nil, &dubboOptions{MaxPayload: 1024})
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{string(make([]byte, 4096))}})
-	require.ErrorIs(t, err, exchange.ErrPayloadTooLarge)
+	require.ErrorIs(t, err, status.ErrPayloadTooLarge)
 }
 
 // TestDecodeIntoDeclaredTypes: the provider decodes into the invoker's

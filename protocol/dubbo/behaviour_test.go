@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func TestEcho(t *testing.T) {
@@ -26,9 +26,9 @@ func TestEcho(t *testing.T) {
 	}
 	require.Zero(t, g.calls.Load(), "answered by the protocol")
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{1, 2}})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Service: "demo.Nope", Method: dubbo.EchoMethod, Args: []any{1}})
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 }
 
 func TestAttachmentsBothWays(t *testing.T) {
@@ -57,13 +57,13 @@ func TestTimeouts(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
 	_, err := inv.Invoke(short, &protocol.Invocation{Method: "Block"})
-	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, status.ErrTimeout)
 	require.True(t, protocol.Retryable(err))
 
 	// The URL's per-method timeout, without a context deadline.
 	inv = refer(t, cli, u.With("Block.timeout", "30").With(protocol.KeyTimeout, "5000"))
 	_, err = inv.Invoke(context.Background(), &protocol.Invocation{Method: "Block"})
-	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, status.ErrTimeout)
 
 	// The provider sees the deadline.
 	res, err := inv.Invoke(context.Background(), &protocol.Invocation{Method: "Deadline"})
@@ -109,7 +109,7 @@ func TestUnexport(t *testing.T) {
 	require.NoError(t, e1.Unexport())
 	require.NoError(t, e1.Unexport())
 	_, err = a.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 	_, err = b.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
 	require.NoError(t, err)
 	require.NoError(t, e2.Unexport())
@@ -151,7 +151,7 @@ func TestDialFailureIsRetryable(t *testing.T) {
 	require.NoError(t, srv.Close())
 	inv := refer(t, newProtocol(t, &dubbo.Options{DialTimeout: time.Second}), u)
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrDial)
+	require.ErrorIs(t, err, status.ErrDial)
 	require.True(t, protocol.Retryable(err))
 	require.False(t, protocol.IsAvailable(inv))
 }
@@ -176,7 +176,7 @@ func TestGracefulShutdownReadOnly(t *testing.T) {
 	go func() { shut <- srv.Shutdown(ctx) }()
 	require.Eventually(t, func() bool { return !protocol.IsAvailable(inv) }, 5*time.Second, time.Millisecond)
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrReadOnly)
+	require.ErrorIs(t, err, status.ErrReadOnly)
 	require.True(t, protocol.Retryable(err))
 	close(g.release)
 	require.NoError(t, <-inflight)
@@ -268,7 +268,7 @@ func TestServerBusy(t *testing.T) {
 	}()
 	<-g.started
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrServerBusy)
+	require.ErrorIs(t, err, status.ErrServerBusy)
 	require.True(t, protocol.Retryable(err))
 	close(g.release)
 	require.NoError(t, <-done)

@@ -12,6 +12,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -76,25 +77,25 @@ func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits) (request,
 	for _, p := range [...]*string{&r.service, &r.version, &r.group, &r.method} {
 		s, err := dec.DecodeString()
 		if err != nil {
-			return r, fmt.Errorf("%w: dubbo: request head: %v", exchange.ErrBadRequest, err)
+			return r, fmt.Errorf("%w: dubbo: request head: %v", status.ErrBadRequest, err)
 		}
 		if len(s) > maxNameLen {
-			return r, fmt.Errorf("%w: dubbo: request head: name of %d bytes, limit %d", exchange.ErrBadRequest, len(s), maxNameLen)
+			return r, fmt.Errorf("%w: dubbo: request head: name of %d bytes, limit %d", status.ErrBadRequest, len(s), maxNameLen)
 		}
 		*p = s
 	}
 	var err error
 	if r.timeoutMillis, err = dec.DecodeInt(); err != nil {
-		return r, fmt.Errorf("%w: dubbo: request timeout: %v", exchange.ErrBadRequest, err)
+		return r, fmt.Errorf("%w: dubbo: request timeout: %v", status.ErrBadRequest, err)
 	}
 	if r.atts, err = dec.DecodeMap(lim); err != nil {
-		return r, fmt.Errorf("%w: dubbo: %s.%s attachments: %w", exchange.ErrBadRequest, r.service, r.method, err)
+		return r, fmt.Errorf("%w: dubbo: %s.%s attachments: %w", status.ErrBadRequest, r.service, r.method, err)
 	}
 	if r.argc, err = dec.DecodeInt(); err != nil {
-		return r, fmt.Errorf("%w: dubbo: argument count: %v", exchange.ErrBadRequest, err)
+		return r, fmt.Errorf("%w: dubbo: argument count: %v", status.ErrBadRequest, err)
 	}
 	if r.argc < 0 || r.argc > maxArgs {
-		return r, fmt.Errorf("%w: dubbo: %s.%s: %d arguments", exchange.ErrBadRequest, r.service, r.method, r.argc)
+		return r, fmt.Errorf("%w: dubbo: %s.%s: %d arguments", status.ErrBadRequest, r.service, r.method, r.argc)
 	}
 	return r, nil
 }
@@ -119,7 +120,7 @@ func signature(method string, types []reflect.Type) string {
 func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
-			exchange.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
+			status.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
 	}
 	if r.argc == 0 {
 		return nil, nil
@@ -145,10 +146,10 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 
 func argError(r *request, types []reflect.Type, i int, err error) error {
 	if types == nil {
-		return fmt.Errorf("%w: dubbo: %s.%s argument %d: %v", exchange.ErrBadRequest, r.service, r.method, i, err)
+		return fmt.Errorf("%w: dubbo: %s.%s argument %d: %v", status.ErrBadRequest, r.service, r.method, i, err)
 	}
 	return fmt.Errorf("%w: dubbo: %s.%s argument %d (%s): %v",
-		exchange.ErrBadRequest, r.service, signature(r.method, types), i, types[i], err)
+		status.ErrBadRequest, r.service, signature(r.method, types), i, types[i], err)
 }
 
 // encodeResponse writes the outcome of a call as a response frame.
@@ -179,7 +180,7 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 	}
 	if err != nil {
 		f.Release()
-		return nil, fmt.Errorf("%w: dubbo: encode response: %v", exchange.ErrServerError, err)
+		return nil, fmt.Errorf("%w: dubbo: encode response: %v", status.ErrServerError, err)
 	}
 	return f, nil
 }
@@ -189,19 +190,19 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation, lim serialize.MapLimits) (*protocol.Result, error) {
 	dec, err := ser.NewDecoder(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	defer dec.Release()
 	kind, err := dec.DecodeInt()
 	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	res := &protocol.Result{}
 	switch kind {
 	case kindError:
 		se := &service.Error{}
 		if err := dec.Decode(se); err != nil {
-			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %v", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %v", status.ErrBadResponse, inv.Service, inv.Method, err)
 		}
 		se.Remote = true
 		return nil, se
@@ -229,7 +230,7 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", exchange.ErrBadResponse, inv.Service, inv.Method, err)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	return res, nil
 }
@@ -241,14 +242,14 @@ func isStatusError(err error) bool {
 	if errors.As(err, &se) {
 		return false
 	}
-	var st *exchange.StatusError
+	var st *status.Error
 	if errors.As(err, &st) {
 		return true
 	}
 	// Limits a provider-side filter enforces (executes) answer "busy", which
 	// consumers may retry elsewhere, rather than a business error.
-	return errors.Is(err, exchange.ErrServiceNotFound) || errors.Is(err, exchange.ErrBadRequest) ||
-		errors.Is(err, exchange.ErrServerBusy)
+	return errors.Is(err, status.ErrServiceNotFound) || errors.Is(err, status.ErrBadRequest) ||
+		errors.Is(err, status.ErrServerBusy)
 }
 
 // ctxWithTimeout derives the provider-side context of a call: the

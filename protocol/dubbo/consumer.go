@@ -16,6 +16,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // pool holds the connections to one provider address, shared by every
@@ -94,14 +95,14 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	defer c.mu.Unlock()
 	switch {
 	case c.closed:
-		return nil, exchange.ErrClosed
+		return nil, status.ErrClosed
 	case alive(c.cur.Load()):
 		return c.cur.Load(), nil
 	case c.down != nil:
 		return nil, c.down
 	case c.dialled:
 		// The connection died and the watcher has not marked it yet.
-		return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", exchange.ErrClosed, c.addr)
+		return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", status.ErrClosed, c.addr)
 	}
 	c.dialled = true
 	cl, err := c.dial(ctx)
@@ -148,7 +149,7 @@ func (c *lazyConn) reconnect(old *exchange.Client) {
 			c.mu.Unlock()
 			return
 		}
-		c.setDown(fmt.Errorf("%w: connection to %s lost (%v), reconnecting", exchange.ErrClosed, c.addr, old.Err()))
+		c.setDown(fmt.Errorf("%w: connection to %s lost (%w), reconnecting", status.ErrClosed, c.addr, old.Err()))
 		c.mu.Unlock()
 		c.p.opts.Logger.Info("connection lost", zap.String("addr", c.addr), zap.Error(old.Err()))
 	}
@@ -231,8 +232,8 @@ type invoker struct {
 	p        *Protocol
 	url      *protocol.URL
 	ser      serialize.Serializer
-	timeout  time.Duration
-	timeouts map[string]time.Duration // per method, from "{method}.timeout"
+	timeout  timeoutSetting
+	timeouts map[string]timeoutSetting // per method, from "{method}.timeout"
 	// appAtts holds only the remote.application attachment (from the URL
 	// parameter of that name), sent with calls that have no attachments of
 	// their own; nobody writes to it.
@@ -257,7 +258,8 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), err)
 	}
-	inv := &invoker{p: p, url: u, ser: ser, timeout: u.Timeout()}
+	inv := &invoker{p: p, url: u, ser: ser}
+	inv.timeout.d, inv.timeout.src = u.TimeoutOf("")
 	if app := u.Param(protocol.KeyRemoteApplication, ""); app != "" {
 		inv.appAtts = map[string]string{protocol.KeyRemoteApplication: app}
 	}
@@ -271,15 +273,17 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 			return nil, fmt.Errorf("dubbo: refer %s: url parameter %s=%q is not a positive integer", u.ServiceKey(), k, v)
 		}
 		if inv.timeouts == nil {
-			inv.timeouts = map[string]time.Duration{}
+			inv.timeouts = map[string]timeoutSetting{}
 		}
-		inv.timeouts[m] = time.Duration(ms) * time.Millisecond
+		var t timeoutSetting
+		t.d, t.src = u.TimeoutOf(m)
+		inv.timeouts[m] = t
 	}
 	addr := u.Address()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), exchange.ErrClosed)
+		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), status.ErrClosed)
 	}
 	pl := p.pools[addr]
 	if pl == nil {
@@ -310,17 +314,49 @@ func (r *invoker) Close() error {
 	return nil
 }
 
-func (r *invoker) methodTimeout(method string) time.Duration {
+// timeoutSetting is a call timeout and the setting it comes from.
+type timeoutSetting struct {
+	d   time.Duration
+	src status.Source
+}
+
+func (r *invoker) methodTimeout(method string) timeoutSetting {
 	if t, ok := r.timeouts[method]; ok {
 		return t
 	}
 	return r.timeout
 }
 
+// explain turns a timeout into a *status.TimeoutError that names the call,
+// the provider, how long it had and which setting gave it that long,
+// whichever side fired: the consumer's timer (already a TimeoutError from
+// exchange) or the provider's context (a timeout status). Other errors
+// pass unchanged.
+func (r *invoker) explain(err error, inv *protocol.Invocation, t timeoutSetting, sent time.Duration, fromCtx bool) error {
+	var te *status.TimeoutError
+	if errors.As(err, &te) {
+		te.Service, te.Method, te.Addr = r.url.Path, inv.Method, r.url.Address()
+		if te.Source == status.SourceUnknown {
+			te.Source = t.src
+		}
+		return err
+	}
+	var se *status.Error
+	if errors.As(err, &se) && (se.Code == status.ServerTimeout || se.Code == status.ClientTimeout) {
+		src := t.src
+		if fromCtx {
+			src = status.SourceContext
+		}
+		return &status.TimeoutError{Service: r.url.Path, Method: inv.Method, Addr: r.url.Address(),
+			Timeout: sent, Source: src, Side: status.Provider}
+	}
+	return err
+}
+
 // Invoke sends inv to the provider and waits for the answer.
 func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
 	if r.closed.Load() {
-		return nil, exchange.ErrClosed
+		return nil, status.ErrClosed
 	}
 	cl, err := r.pool.client(ctx)
 	if err != nil {
@@ -328,11 +364,14 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	}
 	// The call ends at the sooner of the context's deadline and the URL's
 	// timeout for the method.
-	timeout := r.methodTimeout(inv.Method)
-	millis := max(timeout.Milliseconds(), 1)
+	t := r.methodTimeout(inv.Method)
+	sent, fromCtx := t.d, false
 	if dl, ok := ctx.Deadline(); ok {
-		millis = min(millis, max(time.Until(dl).Milliseconds(), 1))
+		if left := time.Until(dl); left < sent {
+			sent, fromCtx = max(left, 0), true
+		}
 	}
+	millis := max(sent.Milliseconds(), 1)
 	atts := inv.Attachments
 	if ca := service.AttachmentsFrom(ctx); len(ca) > 0 {
 		if len(atts) == 0 {
@@ -358,9 +397,9 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return nil, err
 	}
 	reqBytes := len(exchange.Body(f))
-	resp, err := cl.Call(ctx, timeout, r.ser.ID(), f)
+	resp, err := cl.Call(ctx, t.d, r.ser.ID(), f)
 	if err != nil {
-		return nil, err
+		return nil, r.explain(err, inv, t, sent, fromCtx)
 	}
 	body := exchange.Body(resp)
 	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments)
@@ -368,7 +407,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		res.RequestBytes, res.ResponseBytes = reqBytes, len(body)
 	}
 	resp.Release()
-	if err != nil && errors.Is(err, exchange.ErrBadResponse) {
+	if err != nil && errors.Is(err, status.ErrBadResponse) {
 		if errors.Is(err, serialize.ErrLimit) && strings.Contains(err.Error(), "attachments:") {
 			r.p.stats.badAttachments.Add(1)
 		} else {

@@ -48,16 +48,16 @@ type Options struct {
 	// (default 1); calls are spread over them in turn.
 	Connections int
 	// MaxPayload bounds every frame body in both directions (default
-	// 8 MiB). A larger request fails with exchange.ErrPayloadTooLarge
+	// 8 MiB). A larger request fails with status.ErrPayloadTooLarge
 	// before it is sent; a larger response reaches the caller as the same
 	// error.
 	MaxPayload int
 	// Heartbeat is the idle time after which a heartbeat is sent (default
 	// 30 s); a peer silent for 3 heartbeats is taken as dead and every call
-	// pending on it fails with exchange.ErrConnLost.
+	// pending on it fails with status.ErrConnLost.
 	Heartbeat time.Duration
 	// MaxConcurrent bounds the calls one provider port runs at once
-	// (default 200); calls over it are answered exchange.ErrServerBusy.
+	// (default 200); calls over it are answered status.ErrServerBusy.
 	MaxConcurrent int
 	// DialTimeout bounds one dial (default 3 s).
 	DialTimeout time.Duration
@@ -76,8 +76,8 @@ type Options struct {
 	// total bytes. Zero fields take DefaultMaxAttachments,
 	// DefaultMaxAttachmentKey, DefaultMaxAttachmentValue and
 	// DefaultMaxAttachmentsBytes. A body over a bound is refused with an
-	// error wrapping serialize.ErrLimit (exchange.ErrBadRequest on the
-	// provider, exchange.ErrBadResponse on the consumer) and counted in
+	// error wrapping serialize.ErrLimit (status.ErrBadRequest on the
+	// provider, status.ErrBadResponse on the consumer) and counted in
 	// Stats.
 	Attachments serialize.MapLimits
 	// MaxProviderTimeout bounds the context of a call on the provider
@@ -164,15 +164,15 @@ func (o *Options) withDefaults() (Options, error) {
 //
 // Errors a referred invoker returns, by class (protocol.Retryable reads
 // them):
-//   - not sent: exchange.ErrDial, exchange.ErrClosed (invoker or connection
-//     closed), exchange.ErrReadOnly (the provider is shutting down),
-//     exchange.ErrPayloadTooLarge for a request over the limit;
-//   - sent, no answer: exchange.ErrTimeout (also wrapping
+//   - not sent: status.ErrDial, status.ErrClosed (invoker or connection
+//     closed), status.ErrReadOnly (the provider is shutting down),
+//     status.ErrPayloadTooLarge for a request over the limit;
+//   - sent, no answer: status.ErrTimeout (also wrapping
 //     context.DeadlineExceeded when the deadline was the context's),
-//     exchange.ErrConnLost;
+//     status.ErrConnLost;
 //   - answered: a *service.Error with Remote set (the method's business
 //     error, or service.CodePanic when it panicked), or a
-//     *exchange.StatusError wrapping exchange.ErrServiceNotFound,
+//     *status.Error wrapping status.ErrServiceNotFound,
 //     ErrBadRequest, ErrServerBusy, ErrPayloadTooLarge (a response over the
 //     limit) or ErrServerError.
 type Protocol struct {
@@ -278,7 +278,7 @@ func (p *Protocol) Shutdown(ctx context.Context) error {
 }
 
 // Close stops every server and closes every connection at once; pending
-// calls fail with exchange.ErrClosed. It is idempotent.
+// calls fail with status.ErrClosed. It is idempotent.
 func (p *Protocol) Close() error {
 	servers, pools := p.take()
 	for _, s := range servers {

@@ -49,5 +49,5 @@ func Example() {
 	fmt.Println(errors.As(err, &se), se.Code, se.Message)
 	// Output:
 	// hello world <nil>
-	// true 3 empty name
+	// true invalid argument empty name
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // freezer is a TCP proxy that can stop forwarding while keeping its
@@ -136,7 +136,7 @@ func TestFrozenProviderDetected(t *testing.T) {
 	}
 	for range n {
 		err := <-errs
-		require.ErrorIs(t, err, exchange.ErrConnLost)
+		require.ErrorIs(t, err, status.ErrConnLost)
 		require.True(t, protocol.Retryable(err))
 	}
 	require.False(t, protocol.IsAvailable(inv))

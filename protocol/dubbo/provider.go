@@ -19,6 +19,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -143,12 +144,12 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	ser, err := s.p.opts.Serializers.ByID(req.Serializer)
 	if err != nil {
 		st.badSerializations.Add(1)
-		return nil, fmt.Errorf("%w: dubbo: %v", exchange.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: dubbo: %v", status.ErrBadRequest, err)
 	}
 	dec, err := ser.NewDecoder(req.Body)
 	if err != nil {
 		st.badBodies.Add(1)
-		return nil, fmt.Errorf("%w: dubbo: %v", exchange.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: dubbo: %v", status.ErrBadRequest, err)
 	}
 	defer dec.Release()
 	r, err := decodeRequestHead(dec, s.p.opts.Attachments)
@@ -164,12 +165,12 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	e := (*s.services.Load())[key]
 	if e == nil {
 		// The services this port serves are not listed to strangers.
-		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d", exchange.ErrServiceNotFound, key, s.port)
+		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d", status.ErrServiceNotFound, key, s.port)
 	}
 	if req.Serializer != e.serID {
 		st.badSerializations.Add(1)
 		return nil, fmt.Errorf("%w: dubbo: %s is exported with serialization %s, the request uses %s",
-			exchange.ErrBadRequest, key, s.serName(e.serID), ser.Name())
+			status.ErrBadRequest, key, s.serName(e.serID), ser.Name())
 	}
 	// The token is checked before any argument is decoded, for every
 	// method ($echo included).
@@ -179,7 +180,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		if _, ok := r.atts[protocol.KeyToken]; !ok {
 			what = "missing"
 		}
-		return nil, fmt.Errorf("%w: dubbo: invalid token: %s token for %s.%s", exchange.ErrBadRequest, what, key, r.method)
+		return nil, fmt.Errorf("%w: dubbo: invalid token: %s token for %s.%s", status.ErrBadRequest, what, key, r.method)
 	}
 	var types []reflect.Type
 	typed := false
@@ -189,7 +190,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	case e.typer != nil:
 		var ok bool
 		if types, ok = e.typer.ArgTypes(r.method); !ok {
-			return nil, fmt.Errorf("%w: dubbo: service %s has no method %q", exchange.ErrServiceNotFound, key, r.method)
+			return nil, fmt.Errorf("%w: dubbo: service %s has no method %q", status.ErrServiceNotFound, key, r.method)
 		}
 		typed = true
 	}
@@ -213,7 +214,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// The method gave up because the call's time ran out: that is a
 		// timeout the consumer can retry, not a business error.
-		err = &exchange.StatusError{Status: exchange.StatusServerTimeout,
+		err = &status.Error{Code: status.ServerTimeout,
 			Message: fmt.Sprintf("dubbo: %s.%s: %v on the provider", r.service, r.method, err)}
 	}
 	if err != nil && isStatusError(err) {
@@ -266,7 +267,7 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, fmt.Errorf("dubbo: export %s: %w", key, exchange.ErrClosed)
+		return nil, fmt.Errorf("dubbo: export %s: %w", key, status.ErrClosed)
 	}
 	s := p.servers[reqAddr]
 	fresh := s == nil

@@ -6,10 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func TestTLS(t *testing.T) {
@@ -26,5 +26,5 @@ func TestTLS(t *testing.T) {
 	// A consumer that does not trust the certificate cannot dial.
 	untrusting := refer(t, newProtocol(t, &dubbo.Options{ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}}), u)
 	_, err = untrusting.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrDial)
+	require.ErrorIs(t, err, status.ErrDial)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // wide is a 64-byte struct: msgpack/v5 sizes a []wide from its declared
@@ -115,13 +116,13 @@ func TestRequestMemoryBound(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			frame := rawFrame(c.body, uint32(len(c.body)))
-			var status exchange.Status
+			var code status.Code
 			var msg string
 			got := allocatedDuring(func() {
-				status, msg, err = rawCall(t, addr, frame)
+				code, msg, err = rawCall(t, addr, frame)
 			})
 			require.NoError(t, err)
-			require.Equal(t, exchange.StatusBadRequest, status, msg)
+			require.Equal(t, status.BadRequest, code, msg)
 			require.Contains(t, msg, c.want)
 			limit := uint64(4*len(c.body) + 64<<10)
 			require.Less(t, got, limit, "a %d-byte body cost %d bytes", len(c.body), got)
@@ -146,11 +147,11 @@ func TestAttachmentLimits(t *testing.T) {
 	}
 	require.NoError(t, call(map[string]string{"a": "1", "b": strings.Repeat("v", 100)}))
 	err := call(map[string]string{"a": "", "b": "", "c": "", "d": "", "e": ""})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, "attachments")
 	require.ErrorContains(t, err, "map of 5 entries, limit 4")
 	err = call(map[string]string{"big": strings.Repeat("v", 101)})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, `map value of 101 bytes for key "big", limit 100`)
 	require.Equal(t, uint64(2), srv.Stats().BadAttachments)
 	require.Equal(t, int64(1), g.calls.Load())
@@ -181,7 +182,7 @@ func hostileProvider(t *testing.T, body []byte) *protocol.URL {
 			if h.Event {
 				continue
 			}
-			resp := exchange.Header{Serializer: h.Serializer, Status: exchange.StatusOK, ID: h.ID, Length: uint32(len(body))}
+			resp := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(body))}
 			out := make([]byte, exchange.HeaderSize, exchange.HeaderSize+len(body))
 			resp.Put(out)
 			if _, err := c.Write(append(out, body...)); err != nil {
@@ -213,7 +214,7 @@ func TestHostileProviderResponse(t *testing.T) {
 			got := allocatedDuring(func() {
 				_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: c.reply})
 			})
-			require.ErrorIs(t, err, exchange.ErrBadResponse)
+			require.ErrorIs(t, err, status.ErrBadResponse)
 			require.ErrorIs(t, err, serialize.ErrLimit)
 			require.ErrorContains(t, err, c.want)
 			require.Less(t, got, uint64(4*len(c.body)+64<<10), "a %d-byte response cost %d bytes", len(c.body), got)
@@ -236,15 +237,15 @@ func TestTokenBeforeArguments(t *testing.T) {
 
 	for _, atts := range []map[string]string{nil, {protocol.KeyToken: "guess"}} {
 		body := head(t, "demo.Batch", "Batch", 1000, msgpackMap(t, atts), sliceBomb(1<<20))
-		status, msg, err := rawCall(t, u.Address(), rawFrame(body, uint32(len(body))))
+		code, msg, err := rawCall(t, u.Address(), rawFrame(body, uint32(len(body))))
 		require.NoError(t, err)
-		require.Equal(t, exchange.StatusBadRequest, status)
+		require.Equal(t, status.BadRequest, code)
 		require.Contains(t, msg, "invalid token")
 		require.NotContains(t, msg, "allocate", "the arguments were not decoded")
 	}
 	inv := refer(t, newProtocol(t, nil), u)
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{"ping"}})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, "invalid token: missing token for demo.Batch.$echo")
 	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{"ping"},
 		Attachments: map[string]string{protocol.KeyToken: "s3cret"}})
@@ -268,7 +269,7 @@ func TestOnlyExportedSerialization(t *testing.T) {
 	g, u := export(t, srv, providerURL("demo.Greeter"))
 	inv := refer(t, newProtocol(t, nil), u.With(protocol.KeySerialization, serialize.JSON))
 	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, exchange.ErrBadRequest)
+	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, "demo.Greeter is exported with serialization msgpack, the request uses json")
 	require.Equal(t, uint64(1), srv.Stats().BadSerializations)
 	require.Zero(t, g.calls.Load())
@@ -286,9 +287,9 @@ func TestProviderBoundsEveryContext(t *testing.T) {
 	_, u := export(t, srv, providerURL("demo.Greeter"))
 	for _, timeout := range []int64{0, -5, 1 << 62} {
 		body := head(t, "demo.Greeter", "Deadline", timeout, msgpackMap(t, nil), []byte{0x00})
-		status, msg, err := rawCall(t, u.Address(), rawFrame(body, uint32(len(body))))
+		code, msg, err := rawCall(t, u.Address(), rawFrame(body, uint32(len(body))))
 		require.NoError(t, err)
-		require.Equal(t, exchange.StatusOK, status, msg)
+		require.Equal(t, status.OK, code, msg)
 		dec, err := serialize.NewMsgpack().NewDecoder([]byte(msg))
 		require.NoError(t, err)
 		kind, err := dec.DecodeInt()

@@ -24,8 +24,8 @@ import (
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/hello/greeter"
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // Summary is what the consumer prints.
@@ -184,13 +184,13 @@ func kindOf(err error) string {
 		return "business"
 	case errors.Is(err, cluster.ErrNoProvider):
 		return "no_provider"
-	case errors.Is(err, exchange.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, status.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
-	case errors.Is(err, exchange.ErrServerBusy):
+	case errors.Is(err, status.ErrServerBusy):
 		return "server_busy"
-	case errors.Is(err, exchange.ErrConnLost), errors.Is(err, exchange.ErrClosed), errors.Is(err, exchange.ErrDial):
+	case errors.Is(err, status.ErrConnLost), errors.Is(err, status.ErrClosed), errors.Is(err, status.ErrDial):
 		return "connection"
-	case errors.Is(err, exchange.ErrReadOnly):
+	case errors.Is(err, status.ErrReadOnly):
 		return "provider_closing"
 	}
 	return "other: " + strings.SplitN(err.Error(), ":", 2)[0]
