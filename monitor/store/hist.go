@@ -40,9 +40,9 @@ var buckets = sync.OnceValue(func() []int64 {
 // errHist is the cause of every malformed histogram.
 var errHist = errors.New("malformed latency histogram")
 
-// histFromWire checks w against the bounds of monitor.NewHistogram and
-// returns it sorted, with repeated indexes added up.
-func histFromWire(w monitor.Histogram) (Hist, error) {
+// HistFromWire checks w against the bounds of monitor.NewHistogram and
+// returns it sorted, with repeated indexes added up and zeros left out.
+func HistFromWire(w monitor.Histogram) (Hist, error) {
 	if len(w.Index) != len(w.Count) {
 		return Hist{}, fmt.Errorf("%w: %d indexes, %d counts", errHist, len(w.Index), len(w.Count))
 	}

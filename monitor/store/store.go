@@ -270,7 +270,7 @@ func validate(r *monitor.Report) ([]Hist, error) {
 				return nil, bad("row %d: negative count %d of failure kind %s", i, n, k)
 			}
 		}
-		h, err := histFromWire(w.Latency)
+		h, err := HistFromWire(w.Latency)
 		if err != nil {
 			return nil, bad("row %d: %v", i, err)
 		}
@@ -287,6 +287,10 @@ func kindIndex(k string) int {
 	}
 	return -1
 }
+
+// ServiceKey returns the name a row's service is stored and queried
+// under: group/interface:version, or the interface alone.
+func ServiceKey(w *monitor.Row) string { return protocol.ServiceKey(w.Service, w.Version, w.Group) }
 
 // minuteOf returns the minute (Unix seconds) a report is filed under: the
 // minute of the middle of its interval.
@@ -369,7 +373,7 @@ func (s *Store) Add(ctx context.Context, r *monitor.Report) (Outcome, error) {
 	minute := minuteOf(r)
 	for i := range r.Rows {
 		w := &r.Rows[i]
-		args := []any{minute, string(w.Side), w.Application, protocol.ServiceKey(w.Service, w.Version, w.Group),
+		args := []any{minute, string(w.Side), w.Application, ServiceKey(w),
 			w.Method, w.Provider, w.Consumer, r.Start.UnixNano(), r.End.UnixNano(),
 			w.Calls, w.Successes, w.Failures}
 		for _, k := range Kinds {

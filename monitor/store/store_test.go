@@ -347,7 +347,7 @@ func TestHistMatchesHdrHistogram(t *testing.T) {
 			require.NoError(t, part.RecordValue(v))
 		}
 		var err error
-		parts[p], err = histFromWire(monitor.EncodeHistogram(part))
+		parts[p], err = HistFromWire(monitor.EncodeHistogram(part))
 		require.NoError(t, err)
 	}
 	sum := parts[0].Add(parts[1]).Add(parts[2].Add(parts[3]))
@@ -362,7 +362,7 @@ func TestHistMatchesHdrHistogram(t *testing.T) {
 
 	// The wire form may come unsorted and with repeats.
 	w := monitor.Histogram{Index: []int32{900, 5, 900, 7}, Count: []int64{1, 2, 3, 0}}
-	got, err := histFromWire(w)
+	got, err := HistFromWire(w)
 	require.NoError(t, err)
 	assert.Equal(t, Hist{Index: []int32{5, 900}, Count: []int64{2, 4}}, got)
 
