@@ -5,7 +5,7 @@ GO ?= go
 # (golang/go#75804, fixed in Go 1.27); a count has no deadline to race.
 FUZZTIME ?= 30000x
 
-.PHONY: test unit race fuzz lint bench demo chaos zk-start zk-stop zookeeper
+.PHONY: test unit race fuzz lint bench bench-peers demo chaos zk-start zk-stop zookeeper
 
 ## test: every test, with the race detector, against a real ZooKeeper, then short fuzz runs.
 test: zookeeper lint race fuzz
@@ -39,6 +39,14 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-peers: minidubbo against raw TCP, net/rpc, rpcx, Kitex and grpc-go, servers in
+## their own processes (the nested module bench/, its own go.mod); prints one table.
+BENCHFLAGS ?= -reps 3 -duration 2s
+bench-peers:
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+		$(GO) -C bench build -o "$$d/bench" . && \
+		timeout 15m "$$d/bench" $(BENCHFLAGS)
 
 demo:
 	bash scripts/demo.sh

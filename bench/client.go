@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+type clientArgs struct {
+	system, addr, info string
+	serverPID          int
+	callers, size      int
+	conns              int
+	warmup, duration   time.Duration
+	maxCalls           int64
+}
+
+// result is what one load run prints, as JSON, for the parent.
+type result struct {
+	System     string  `json:"system"`
+	Callers    int     `json:"callers"`
+	Size       int     `json:"size"`
+	Calls      int64   `json:"calls"`  // recorded successful calls
+	Errors     int64   `json:"errors"` // failed calls, warm-up included
+	FirstError string  `json:"first_error,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	QPS        float64 `json:"qps"`
+	P50        float64 `json:"p50_us"`
+	P99        float64 `json:"p99_us"`
+	P999       float64 `json:"p999_us"`
+	ClientCPU  float64 `json:"client_cpu_us_per_call"`
+	ServerCPU  float64 `json:"server_cpu_us_per_call"`
+}
+
+// Phases of a run.
+const (
+	warming = iota
+	recording
+	stopped
+)
+
+// runClient makes one closed-loop run: a fixed number of callers, each
+// calling again as soon as its reply arrives, over one caller (connection
+// pool) for the whole process. Every latency of the recorded window is kept
+// and put in one histogram at the end.
+func runClient(a clientArgs) error {
+	s, err := lookup(a.system)
+	if err != nil {
+		return err
+	}
+	if a.callers < 1 || a.size < 1 || a.conns < 1 || a.duration <= 0 {
+		return fmt.Errorf("callers %d, size %d, conns %d and duration %v must be positive", a.callers, a.size, a.conns, a.duration)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.warmup+a.duration+30*time.Second)
+	defer cancel()
+	c, err := s.dial(ctx, a.addr, a.info, a.conns)
+	if err != nil {
+		return fmt.Errorf("dial %s %s: %w", a.system, a.addr, err)
+	}
+	defer c.Close()
+
+	var phase atomic.Int32
+	var total atomic.Int64 // calls started, for the max-calls bound
+	var errCount atomic.Int64
+	var firstErr atomic.Value
+	lat := make([][]int64, a.callers)
+	var wg sync.WaitGroup
+	perCaller := max(int(a.maxCalls/int64(a.callers)), 16)
+	for i := range a.callers {
+		req := bytes.Repeat([]byte{byte('a' + i%26)}, a.size)
+		wg.Go(func() {
+			own := make([]int64, 0, min(perCaller, 1<<16))
+			defer func() { lat[i] = own }()
+			for ctx.Err() == nil && total.Add(1) <= a.maxCalls {
+				p := phase.Load()
+				if p == stopped {
+					return
+				}
+				t0 := time.Now()
+				resp, err := c.Call(ctx, req)
+				d := time.Since(t0)
+				if err == nil && !bytes.Equal(resp, req) {
+					err = fmt.Errorf("reply of %d bytes differs from the request of %d", len(resp), len(req))
+				}
+				if err != nil {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				if p == recording {
+					own = append(own, int64(d))
+				}
+			}
+		})
+	}
+	time.Sleep(a.warmup)
+	cpu0, srv0 := selfCPU(), procCPU(a.serverPID)
+	t0 := time.Now()
+	phase.Store(recording)
+	time.Sleep(a.duration)
+	phase.Store(stopped)
+	elapsed := time.Since(t0)
+	cpu1, srv1 := selfCPU(), procCPU(a.serverPID)
+	wg.Wait()
+
+	h := hdrhistogram.New(1, int64(time.Minute), 3)
+	var n int64
+	for _, l := range lat {
+		for _, d := range l {
+			_ = h.RecordValue(d)
+			n++
+		}
+	}
+	res := result{
+		System: a.system, Callers: a.callers, Size: a.size,
+		Calls: n, Errors: errCount.Load(), Seconds: elapsed.Seconds(),
+		QPS:  float64(n) / elapsed.Seconds(),
+		P50:  float64(h.ValueAtQuantile(50)) / 1e3,
+		P99:  float64(h.ValueAtQuantile(99)) / 1e3,
+		P999: float64(h.ValueAtQuantile(99.9)) / 1e3,
+	}
+	if e, ok := firstErr.Load().(string); ok {
+		res.FirstError = e
+	}
+	if n > 0 {
+		res.ClientCPU = float64((cpu1 - cpu0).Microseconds()) / float64(n)
+		if srv0 >= 0 && srv1 >= 0 {
+			res.ServerCPU = float64((srv1 - srv0).Microseconds()) / float64(n)
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// selfCPU is this process's user and system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is process pid's user and system CPU time from /proc (in clock
+// ticks of 10 ms), or -1.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The command name may hold spaces; fields count from after its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ut+st) * tick
+}

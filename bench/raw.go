@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// The raw TCP baseline: frames of a 4-byte length, an 8-byte id and the
+// payload, pipelined over each connection; the server echoes each frame
+// from its read goroutine into a buffered writer that it flushes when no
+// more input is buffered, and client callers combine their writes (the
+// first one in writes what the others queue meanwhile). No codec, no
+// framework: the wire's limit on this machine.
+
+const rawHeader = 12
+
+func init() {
+	register(system{name: "raw", serve: rawServe, dial: rawDial})
+}
+
+// rawMaxFrame bounds a frame's declared length.
+const rawMaxFrame = 64 << 20
+
+func rawServe(ln net.Listener) (string, string, error) {
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go rawEcho(nc)
+		}
+	}()
+	return ln.Addr().String(), "", nil
+}
+
+func rawEcho(nc net.Conn) {
+	defer nc.Close()
+	br := bufio.NewReaderSize(nc, 64<<10)
+	bw := bufio.NewWriterSize(nc, 64<<10)
+	var hdr [rawHeader]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:4])
+		if n > rawMaxFrame {
+			return
+		}
+		if _, err := bw.Write(hdr[:]); err != nil {
+			return
+		}
+		if _, err := io.CopyN(bw, br, int64(n)); err != nil {
+			return
+		}
+		if br.Buffered() == 0 {
+			if err := bw.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+type rawClient struct {
+	conns []*rawConn
+	next  atomic.Uint32
+}
+
+func rawDial(ctx context.Context, addr, _ string, conns int) (caller, error) {
+	c := &rawClient{}
+	var d net.Dialer
+	for range conns {
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		rc := &rawConn{nc: nc, pending: map[uint64]chan []byte{}}
+		go rc.read()
+		c.conns = append(c.conns, rc)
+	}
+	return c, nil
+}
+
+func (c *rawClient) Call(ctx context.Context, req []byte) ([]byte, error) {
+	return c.conns[int(c.next.Add(1))%len(c.conns)].call(ctx, req)
+}
+
+func (c *rawClient) Close() error {
+	for _, rc := range c.conns {
+		rc.nc.Close()
+	}
+	return nil
+}
+
+type rawConn struct {
+	nc     net.Conn
+	nextID atomic.Uint64
+
+	wmu      sync.Mutex
+	wbuf     []byte
+	spare    []byte
+	flushing bool
+
+	pmu     sync.Mutex
+	pending map[uint64]chan []byte
+	err     error
+}
+
+var rawChans = sync.Pool{New: func() any { return make(chan []byte, 1) }}
+
+func (rc *rawConn) call(ctx context.Context, req []byte) ([]byte, error) {
+	id := rc.nextID.Add(1)
+	ch := rawChans.Get().(chan []byte)
+	rc.pmu.Lock()
+	if rc.err != nil {
+		rc.pmu.Unlock()
+		return nil, rc.err
+	}
+	rc.pending[id] = ch
+	rc.pmu.Unlock()
+	if err := rc.send(id, req); err != nil {
+		return nil, err
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, errors.New("raw: connection lost")
+		}
+		rawChans.Put(ch)
+		return resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// send appends the frame to the write buffer; the caller that finds no
+// write in progress writes, taking whatever others append meanwhile.
+func (rc *rawConn) send(id uint64, req []byte) error {
+	rc.wmu.Lock()
+	rc.wbuf = binary.BigEndian.AppendUint32(rc.wbuf, uint32(len(req)))
+	rc.wbuf = binary.BigEndian.AppendUint64(rc.wbuf, id)
+	rc.wbuf = append(rc.wbuf, req...)
+	if rc.flushing {
+		rc.wmu.Unlock()
+		return nil
+	}
+	rc.flushing = true
+	for {
+		buf := rc.wbuf
+		rc.wbuf = rc.spare[:0]
+		rc.wmu.Unlock()
+		_, err := rc.nc.Write(buf)
+		rc.wmu.Lock()
+		rc.spare = buf[:0]
+		if err != nil || len(rc.wbuf) == 0 {
+			rc.flushing = false
+			rc.wmu.Unlock()
+			return err
+		}
+	}
+}
+
+func (rc *rawConn) read() {
+	br := bufio.NewReaderSize(rc.nc, 64<<10)
+	var hdr [rawHeader]byte
+	var err error
+	for {
+		if _, err = io.ReadFull(br, hdr[:]); err != nil {
+			break
+		}
+		n := binary.BigEndian.Uint32(hdr[:4])
+		if n > rawMaxFrame {
+			err = fmt.Errorf("raw: frame of %d bytes", n)
+			break
+		}
+		b := make([]byte, n)
+		if _, err = io.ReadFull(br, b); err != nil {
+			break
+		}
+		id := binary.BigEndian.Uint64(hdr[4:])
+		rc.pmu.Lock()
+		ch := rc.pending[id]
+		delete(rc.pending, id)
+		rc.pmu.Unlock()
+		if ch != nil {
+			ch <- b
+		}
+	}
+	rc.pmu.Lock()
+	rc.err = fmt.Errorf("raw: connection lost: %w", err)
+	for id, ch := range rc.pending {
+		close(ch)
+		delete(rc.pending, id)
+	}
+	rc.pmu.Unlock()
+}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// caller is one client of a system: Call sends req and returns the echoed
+// reply. It is safe for concurrent use and spreads calls over its
+// connections.
+type caller interface {
+	Call(ctx context.Context, req []byte) ([]byte, error)
+	Close() error
+}
+
+// system is one column of the table.
+type system struct {
+	name string
+	// serve starts serving on ln (or on a listener of its own) and returns
+	// the address to dial and any information a client needs.
+	serve func(ln net.Listener) (addr, info string, err error)
+	// dial returns a caller with conns connections to addr.
+	dial func(ctx context.Context, addr, info string, conns int) (caller, error)
+}
+
+var registry = map[string]system{}
+
+func register(s system) { registry[s.name] = s }
+
+// order is the default column order: the baseline first, minidubbo last.
+var order = []string{"raw", "netrpc", "rpcx", "kitex", "grpc", "minidubbo"}
+
+func systemNames() []string {
+	var names []string
+	for _, n := range order {
+		if _, ok := registry[n]; ok {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func lookup(name string) (system, error) {
+	s, ok := registry[name]
+	if !ok {
+		return s, fmt.Errorf("unknown system %q (known: %s)", name, strings.Join(systemNames(), ", "))
+	}
+	return s, nil
+}
+
+// runServer serves one system until stdin ends (the parent closing it or
+// exiting).
+func runServer(name string) error {
+	s, err := lookup(name)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr, info, err := s.serve(ln)
+	if err != nil {
+		return err
+	}
+	if info == "" {
+		info = "-"
+	}
+	fmt.Printf("READY %s %s\n", addr, info)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// serverProc is a running server process.
+type serverProc struct {
+	name, addr, info string
+	cmd              *exec.Cmd
+	stdin            io.Closer
+}
+
+func startServer(self, name string) (*serverProc, error) {
+	cmd := exec.Command(self, "-serve", name)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &serverProc{name: name, cmd: cmd, stdin: in}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case l := <-lines:
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != "READY" {
+			s.stop()
+			return nil, fmt.Errorf("server %s said %q", name, l)
+		}
+		s.addr, s.info = f[1], f[2]
+		return s, nil
+	case <-time.After(time.Minute):
+		s.stop()
+		return nil, fmt.Errorf("server %s: not ready after a minute", name)
+	}
+}
+
+func (s *serverProc) stop() {
+	s.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+type row struct{ callers, size int }
+
+func (r row) String() string {
+	if r.size >= 1024 && r.size%1024 == 0 {
+		return fmt.Sprintf("%d @ %d KiB", r.callers, r.size/1024)
+	}
+	return fmt.Sprintf("%d @ %d B", r.callers, r.size)
+}
+
+func parseRows(s string) ([]row, error) {
+	var rows []row
+	for f := range strings.SplitSeq(s, ",") {
+		c, b, ok := strings.Cut(strings.TrimSpace(f), "x")
+		n, err1 := strconv.Atoi(c)
+		m, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || n <= 0 || n > 10000 || m <= 0 || m > 4<<20 {
+			return nil, fmt.Errorf("row %q: want CALLERSxBYTES, callers 1..10000, bytes 1..4 MiB", f)
+		}
+		rows = append(rows, row{n, m})
+	}
+	return rows, nil
+}
+
+// runAll starts every server, runs reps interleaved rounds of every row
+// against every system and prints the table of medians.
+func runAll(systemList, rowList string, reps, conns int, warmup, duration time.Duration) error {
+	if reps < 1 || reps > 20 {
+		return fmt.Errorf("reps %d: want 1..20", reps)
+	}
+	rows, err := parseRows(rowList)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for n := range strings.SplitSeq(systemList, ",") {
+		if _, err := lookup(n); err != nil {
+			return err
+		}
+		names = append(names, n)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	servers := map[string]*serverProc{}
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+	}()
+	for _, n := range names {
+		s, err := startServer(self, n)
+		if err != nil {
+			return err
+		}
+		servers[n] = s
+	}
+	start := time.Now()
+	results := map[string][]result{}
+	key := func(r row, sys string) string { return r.String() + "/" + sys }
+	for rep := range reps {
+		for _, r := range rows {
+			for i := range names {
+				// Rotate the order each round so no system always runs first.
+				n := names[(i+rep)%len(names)]
+				res, err := runOne(self, servers[n], r, conns, warmup, duration)
+				if err != nil {
+					return fmt.Errorf("%s %v: %w", n, r, err)
+				}
+				fmt.Fprintf(os.Stderr, "round %d %-12s %-10s %9.0f calls/s p50 %6.0f µs p99 %7.0f µs errors %d\n",
+					rep+1, r, n, res.QPS, res.P50, res.P99, res.Errors)
+				results[key(r, n)] = append(results[key(r, n)], res)
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("\n%s, %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s; %d connections per client, %v recorded per run after %v warm-up, median of %d interleaved rounds (%v in all)\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOMAXPROCS(0),
+		runtime.GOOS, runtime.GOARCH, runtime.Version(), conns, duration, warmup, reps, time.Since(start).Round(time.Second))
+	fmt.Println("| callers @ payload | system | calls/s | × raw | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		base := 0.0
+		if rs := results[key(r, "raw")]; len(rs) > 0 {
+			base = median(rs, func(x result) float64 { return x.QPS })
+		}
+		for _, n := range names {
+			rs := results[key(r, n)]
+			q := median(rs, func(x result) float64 { return x.QPS })
+			ratio := "–"
+			if base > 0 {
+				ratio = fmt.Sprintf("%.2f", q/base)
+			}
+			var failed, calls int64
+			for _, x := range rs {
+				failed += x.Errors
+				calls += x.Calls
+			}
+			fmt.Printf("| %s | %s | %s | %s | %.0f | %.0f | %.0f | %d of %d | %.1f | %.1f |\n",
+				r, n, thousands(q), ratio,
+				median(rs, func(x result) float64 { return x.P50 }),
+				median(rs, func(x result) float64 { return x.P99 }),
+				median(rs, func(x result) float64 { return x.P999 }),
+				failed, calls+failed,
+				median(rs, func(x result) float64 { return x.ClientCPU }),
+				median(rs, func(x result) float64 { return x.ServerCPU }))
+		}
+	}
+	for _, r := range rows {
+		for _, n := range names {
+			for _, x := range results[key(r, n)] {
+				if x.FirstError != "" {
+					fmt.Printf("\n%s %v: first error: %s", n, r, x.FirstError)
+					break
+				}
+			}
+		}
+	}
+	fmt.Println()
+	return nil
+}
+
+func runOne(self string, s *serverProc, r row, conns int, warmup, duration time.Duration) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), warmup+duration+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, "-client", s.name, "-addr", s.addr, "-info", s.info,
+		"-server-pid", strconv.Itoa(s.cmd.Process.Pid), "-callers", strconv.Itoa(r.callers),
+		"-size", strconv.Itoa(r.size), "-conns", strconv.Itoa(conns),
+		"-warmup", warmup.String(), "-duration", duration.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, err
+	}
+	var res result
+	if err := json.Unmarshal(out, &res); err != nil {
+		return result{}, fmt.Errorf("client output %q: %w", out, err)
+	}
+	if res.Calls == 0 {
+		return res, errors.New("no call succeeded: " + res.FirstError)
+	}
+	return res, nil
+}
+
+func median(rs []result, f func(result) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func thousands(f float64) string {
+	s := strconv.FormatInt(int64(f+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
