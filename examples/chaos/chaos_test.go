@@ -323,6 +323,15 @@ func formatTable(rows []row, wall time.Duration) string {
 		if r.tally.Failed > 0 {
 			notes = append([]string{"failed: " + r.tally.Kinds()}, notes...)
 		}
+		if d := len(r.tally.DuplicatedElapsed); d > 0 {
+			slow := 0
+			for _, el := range r.tally.DuplicatedElapsed {
+				if el >= callTimeout {
+					slow++
+				}
+			}
+			notes = append(notes, fmt.Sprintf("%d of %d duplicates waited out a %s timeout", slow, d, callTimeout))
+		}
 		if r.tally.FailedButExecuted > 0 {
 			notes = append(notes, fmt.Sprintf("%d failed calls had run", r.tally.FailedButExecuted))
 		}

@@ -130,21 +130,22 @@ func run() error {
 			for load.Err() == nil {
 				id := *name + "-" + strconv.FormatInt(seq.Add(1), 10)
 				led.Sent(id)
+				start := time.Now()
 				r, err := c.Call(context.Background(), id)
 				switch {
 				case err != nil:
 					failed.Add(1)
 					k := kindOf(err)
-					led.Failed(id, k, time.Now())
+					led.Failed(id, k, start, time.Now())
 					if shown.Add(1) <= maxShown {
 						fmt.Fprintf(os.Stderr, "consumer %s: call %s failed (%s): %v\n", *name, id, k, err)
 					}
 				case r == nil:
 					failed.Add(1)
-					led.Failed(id, "nil_reply", time.Now())
+					led.Failed(id, "nil_reply", start, time.Now())
 				default:
 					ok.Add(1)
-					led.Succeeded(id, r.Provider, time.Now())
+					led.Succeeded(id, r.Provider, start, time.Now())
 				}
 				if pause != nil {
 					pause.Reset(*interval)

@@ -12,10 +12,12 @@
 //
 // Lines are plain text so a human can grep them:
 //
-//	S <id>                     consumer sent the call
-//	O <id> <provider> <unixns> consumer: succeeded, answered by provider
-//	F <id> <kind> <unixns>     consumer: failed, error kind
-//	<id>                       provider executed the call
+//	S <id>                                consumer sent the call
+//	O <id> <provider> <unixns> <elapsedns> consumer: succeeded, answered by provider
+//	F <id> <kind> <unixns> <elapsedns>     consumer: failed, error kind
+//	<id>                                  provider executed the call
+//
+// where unixns is when the call ended and elapsedns how long it took.
 package ledger
 
 import (
@@ -62,17 +64,19 @@ func (c *Consumer) Sent(id string) {
 	c.mu.Unlock()
 }
 
-// Succeeded records that the call id succeeded, answered by provider.
-func (c *Consumer) Succeeded(id, provider string, at time.Time) {
-	c.end('O', id, field(provider), at)
+// Succeeded records that the call id, sent at start, succeeded at end,
+// answered by provider.
+func (c *Consumer) Succeeded(id, provider string, start, end time.Time) {
+	c.end('O', id, field(provider), start, end)
 }
 
-// Failed records that the call id failed with an error of kind.
-func (c *Consumer) Failed(id, kind string, at time.Time) {
-	c.end('F', id, field(kind), at)
+// Failed records that the call id, sent at start, failed at end with an
+// error of kind.
+func (c *Consumer) Failed(id, kind string, start, end time.Time) {
+	c.end('F', id, field(kind), start, end)
 }
 
-func (c *Consumer) end(tag byte, id, what string, at time.Time) {
+func (c *Consumer) end(tag byte, id, what string, start, at time.Time) {
 	var b [20]byte
 	c.mu.Lock()
 	c.w.WriteByte(tag)
@@ -82,6 +86,8 @@ func (c *Consumer) end(tag byte, id, what string, at time.Time) {
 	c.w.WriteString(what)
 	c.w.WriteByte(' ')
 	c.w.Write(strconv.AppendInt(b[:0], at.UnixNano(), 10))
+	c.w.WriteByte(' ')
+	c.w.Write(strconv.AppendInt(b[:0], int64(at.Sub(start)), 10))
 	c.w.WriteByte('\n')
 	c.mu.Unlock()
 }
@@ -152,6 +158,10 @@ type Tally struct {
 	// Duplicated counts calls executed more than once; Executions is
 	// every execution.
 	Duplicated, Executions int64
+	// DuplicatedElapsed holds, for each duplicated call, how long its
+	// consumer waited for it (a duplicate after a timeout waited at least
+	// one attempt's timeout).
+	DuplicatedElapsed []time.Duration
 	// FailedButExecuted counts failed calls a provider did execute.
 	FailedButExecuted int64
 	// Unknown counts ids providers executed that no consumer sent (a
@@ -209,6 +219,7 @@ const (
 func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 	t := Tally{FailedKinds: map[string]int64{}}
 	state := map[string]byte{}
+	elapsed := map[string]time.Duration{}
 	for _, path := range consumerFiles {
 		err := eachLine(path, func(line []byte) error {
 			tag, rest, _ := bytes.Cut(line, []byte{' '})
@@ -219,7 +230,7 @@ func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 					return fmt.Errorf("call %s sent twice", fields[0])
 				}
 				state[fields[0]] = sent
-			case (string(tag) == "O" || string(tag) == "F") && len(fields) == 3:
+			case (string(tag) == "O" || string(tag) == "F") && len(fields) == 4:
 				id := fields[0]
 				if state[id] != sent {
 					return fmt.Errorf("call %s ended but not sent, or ended twice", id)
@@ -227,6 +238,11 @@ func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 				if _, err := strconv.ParseInt(fields[2], 10, 64); err != nil {
 					return fmt.Errorf("bad time %q", fields[2])
 				}
+				el, err := strconv.ParseInt(fields[3], 10, 64)
+				if err != nil || el < 0 {
+					return fmt.Errorf("bad elapsed time %q", fields[3])
+				}
+				elapsed[id] = time.Duration(el)
 				if tag[0] == 'O' {
 					state[id] = ok
 				} else {
@@ -277,6 +293,9 @@ func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 		t.Executions += int64(n)
 		if n > 1 {
 			t.Duplicated++
+			if _, ended := elapsed[id]; ended {
+				t.DuplicatedElapsed = append(t.DuplicatedElapsed, elapsed[id])
+			}
 		}
 		if _, known := state[id]; !known {
 			t.Unknown++
@@ -372,7 +391,7 @@ func (t *Tail) poll(path string, tf *tailFile) error {
 			continue
 		}
 		fs := strings.Fields(string(line[2:]))
-		if len(fs) != 3 {
+		if len(fs) != 4 {
 			continue
 		}
 		ns, err := strconv.ParseInt(fs[2], 10, 64)
@@ -418,7 +437,7 @@ func Recovery(files map[string][]string, providers []string, since time.Time) (d
 					return nil
 				}
 				fs := strings.Fields(string(line[2:]))
-				if len(fs) != 3 {
+				if len(fs) != 4 {
 					return fmt.Errorf("bad line %q", line)
 				}
 				ns, err := strconv.ParseInt(fs[2], 10, 64)

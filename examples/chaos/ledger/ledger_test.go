@@ -24,12 +24,12 @@ func TestAnalyze(t *testing.T) {
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		c.Sent(id)
 	}
-	c.Succeeded("a", "p1", at)
-	c.Failed("b", "timeout", at)
-	c.Failed("c", "no provider", at) // a space in the kind becomes "_"
-	c.Succeeded("d", "p2", at)
-	c.Succeeded("e", "p1", at)
-	c.Succeeded("g", "p3", at)
+	c.Succeeded("a", "p1", at, at)
+	c.Failed("b", "timeout", at, at)
+	c.Failed("c", "no provider", at, at) // a space in the kind becomes "_"
+	c.Succeeded("d", "p2", at.Add(-1500*time.Millisecond), at)
+	c.Succeeded("e", "p1", at, at)
+	c.Succeeded("g", "p3", at, at)
 	// f: never answered.
 	require.NoError(t, c.Close())
 
@@ -56,6 +56,7 @@ func TestAnalyze(t *testing.T) {
 	assert.Equal(t, int64(1), tl.NotExecuted)
 	assert.Equal(t, int64(2), tl.Lost(), "e succeeded unexecuted, f never answered")
 	assert.Equal(t, int64(1), tl.Duplicated)
+	assert.Equal(t, []time.Duration{1500 * time.Millisecond}, tl.DuplicatedElapsed)
 	assert.Equal(t, int64(6), tl.Executions)
 	assert.Equal(t, int64(1), tl.FailedButExecuted)
 	assert.Equal(t, "no_provider 1, timeout 1", tl.Kinds())
@@ -64,12 +65,13 @@ func TestAnalyze(t *testing.T) {
 func TestAnalyzeRejectsBadLedgers(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
-		"ended twice":    "S a\nO a p1 1\nF a timeout 2\n",
-		"ended unsent":   "O a p1 1\n",
+		"ended twice":    "S a\nO a p1 1 1\nF a timeout 2 1\n",
+		"ended unsent":   "O a p1 1 1\n",
 		"sent twice":     "S a\nS a\n",
-		"bad time":       "S a\nO a p1 soon\n",
+		"bad time":       "S a\nO a p1 soon 1\n",
+		"bad elapsed":    "S a\nO a p1 1 -5\n",
 		"garbage":        "hello world\n",
-		"missing fields": "S a\nO a 1\n",
+		"missing fields": "S a\nO a p1 1\n",
 	}
 	for name, text := range cases {
 		path := filepath.Join(dir, name)
@@ -79,7 +81,7 @@ func TestAnalyzeRejectsBadLedgers(t *testing.T) {
 	}
 	// A provider executing a call nobody sent fails Check.
 	cpath, ppath := filepath.Join(dir, "c"), filepath.Join(dir, "p")
-	require.NoError(t, os.WriteFile(cpath, []byte("S a\nO a p1 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(cpath, []byte("S a\nO a p1 1 1\n"), 0o644))
 	require.NoError(t, os.WriteFile(ppath, []byte("a\nzz\n"), 0o644))
 	tl, err := Analyze([]string{cpath}, []string{ppath})
 	require.NoError(t, err)
@@ -97,7 +99,8 @@ func TestRecoveryAndTail(t *testing.T) {
 		for i, l := range lines {
 			id := name + string(rune('a'+i))
 			c.Sent(id)
-			c.Succeeded(id, l[:2], t0.Add(time.Duration(l[2]-'0')*time.Second))
+			end := t0.Add(time.Duration(l[2]-'0') * time.Second)
+			c.Succeeded(id, l[:2], end, end)
 		}
 		require.NoError(t, c.Close())
 		return path
@@ -134,7 +137,7 @@ func TestRecoveryAndTail(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tail.Poll())
 	assert.False(t, tail.ServedSince([]string{"c2"}, []string{"p1"}, t0.Add(2*time.Second)))
-	_, err = f.WriteString("000\n")
+	_, err = f.WriteString("000 5\n")
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	require.NoError(t, tail.Poll())
