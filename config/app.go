@@ -114,8 +114,9 @@ type Application struct {
 	mu         sync.Mutex
 	proto      *dubbo.Protocol
 	registries map[string]registry.Registry
-	shared     map[string]bool // registries given by WithRegistry
-	ports      map[string]int  // protocol id → port once bound
+	memories   map[string]*memory.Registry // memory:// registries by name
+	shared     map[string]bool             // registries given by WithRegistry
+	ports      map[string]int              // protocol id → port once bound
 	exports    []*export
 	refs       []*reference
 	closed     bool
@@ -148,6 +149,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		balancers:  loadbalance.Builtin(),
 		strategies: cluster.Builtin(),
 		registries: map[string]registry.Registry{},
+		memories:   map[string]*memory.Registry{},
 		shared:     map[string]bool{},
 		ports:      map[string]int{},
 	}
@@ -301,7 +303,13 @@ func (a *Application) registry(id string) (registry.Registry, error) {
 	var r registry.Registry
 	switch {
 	case strings.HasPrefix(rc.Address, "memory://"):
-		r = memory.New()
+		name := strings.TrimPrefix(rc.Address, "memory://")
+		m, ok := a.memories[name]
+		if !ok {
+			m = memory.New()
+			a.memories[name] = m
+		}
+		r = m
 	default:
 		o := zookeeper.Options{
 			Application:    a.cfg.Application.Name,
@@ -570,6 +578,17 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 	}
 	setIf(params, protocol.KeyVersion, rc.Version)
 	setIf(params, protocol.KeyGroup, rc.Group)
+	if rc.Hash.Nodes > 0 {
+		params[loadbalance.KeyHashNodes] = strconv.Itoa(rc.Hash.Nodes)
+	}
+	if len(rc.Hash.Arguments) > 0 {
+		idx := make([]string, len(rc.Hash.Arguments))
+		for i, n := range rc.Hash.Arguments {
+			idx[i] = strconv.Itoa(n)
+		}
+		params[loadbalance.KeyHashArguments] = strings.Join(idx, ",")
+	}
+	setIf(params, loadbalance.KeyHashAttachment, rc.Hash.Attachment)
 	host := consumerHost
 	if h, err := os.Hostname(); err == nil && h != "" {
 		params["hostname"] = h
@@ -634,6 +653,12 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 	// those that methods override.
 	byBalancer := map[string]*cluster.Invoker{}
 	stats := loadbalance.NewStats(nil) // in-flight and latency per provider, shared by them all
+	bopts, err := loadbalance.OptionsFromURL(consumer)
+	if err != nil {
+		ref.close()
+		return fmt.Errorf("config: references.%s.hash: %w", id, err)
+	}
+	bopts = append(bopts, loadbalance.WithStats(stats))
 	newCluster := func(lb string) (*cluster.Invoker, error) {
 		if c, ok := byBalancer[lb]; ok {
 			return c, nil
@@ -647,8 +672,13 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 			Strategies:      a.strategies,
 			LoadBalance:     lb,
 			Balancers:       a.balancers,
-			BalancerOptions: []loadbalance.Option{loadbalance.WithStats(stats)},
+			BalancerOptions: bopts,
 			Retries:         retries,
+			Forks:           rc.Forks,
+			FailbackRetries: rc.Failback.Retries,
+			FailbackQueue:   rc.Failback.Queue,
+			FailbackBackoff: rc.Failback.Backoff,
+			FailbackTimeout: rc.Failback.Timeout,
 			Routers:         routers,
 			Logger:          a.log.Named("cluster"),
 			URL:             consumer,

@@ -72,6 +72,8 @@ type ApplicationConfig struct {
 // RegistryConfig is one registry.
 type RegistryConfig struct {
 	// Address is zookeeper://host:port[,host:port...] or memory://name.
+	// Registries of one Application with the same memory name are one
+	// in-process registry; different names are separate.
 	Address string `yaml:"address"`
 	// Timeout bounds connecting and each registry operation (default 5s).
 	Timeout time.Duration `yaml:"timeout"`
@@ -159,6 +161,41 @@ type ReferenceConfig struct {
 	Methods map[string]MethodConfig `yaml:"methods"`
 	// Routers are condition rules ("method = find* => host = 127.0.0.2").
 	Routers []string `yaml:"routers"`
+	// Forks is how many providers the forking cluster calls at once
+	// (default 2).
+	Forks int `yaml:"forks"`
+	// Failback sets the failback cluster's background retries.
+	Failback FailbackConfig `yaml:"failback"`
+	// Hash sets the consistenthash load balancer's key and ring.
+	Hash HashConfig `yaml:"hash"`
+}
+
+// FailbackConfig sets the background retries of the failback cluster.
+// Zero values mean the cluster package's defaults.
+type FailbackConfig struct {
+	// Retries is how many times a failed call is retried (default 3).
+	Retries int `yaml:"retries"`
+	// Queue bounds the calls waiting for a retry (default 100).
+	Queue int `yaml:"queue"`
+	// Backoff is the delay before the first retry, doubled for each
+	// further one (default 5s).
+	Backoff time.Duration `yaml:"backoff"`
+	// Timeout bounds each retry (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// HashConfig sets the consistenthash load balancer. It travels in the
+// consumer URL as Dubbo's hash.nodes, hash.arguments and hash.attachment
+// parameters. Zero values mean the balancer's defaults.
+type HashConfig struct {
+	// Nodes is the number of ring points per provider (default 160).
+	Nodes int `yaml:"nodes"`
+	// Arguments are the indexes of the arguments that form the key
+	// (default [0]).
+	Arguments []int `yaml:"arguments"`
+	// Attachment names an attachment whose value is the key when the call
+	// carries it (for example the caller's address).
+	Attachment string `yaml:"attachment"`
 }
 
 // MethodConfig overrides reference settings for one method.
@@ -362,6 +399,20 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 		if r.Timeout == 0 {
 			r.Timeout = protocol.DefaultTimeout
 			r.timeoutDefaulted = true
+		}
+		if r.Forks < 0 {
+			bad("%s.forks %d: must not be negative", key, r.Forks)
+		}
+		if f := r.Failback; f.Retries < 0 || f.Queue < 0 || f.Backoff < 0 || f.Timeout < 0 {
+			bad("%s.failback: values must not be negative", key)
+		}
+		if r.Hash.Nodes < 0 {
+			bad("%s.hash.nodes %d: must not be negative", key, r.Hash.Nodes)
+		}
+		for _, i := range r.Hash.Arguments {
+			if i < 0 {
+				bad("%s.hash.arguments: index %d must not be negative", key, i)
+			}
 		}
 		for m, mc := range r.Methods {
 			mkey := key + ".methods." + m

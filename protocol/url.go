@@ -181,14 +181,6 @@ func (u *URL) With(key, value string) *URL {
 	return &c
 }
 
-// Without returns a copy of u without key.
-func (u *URL) Without(key string) *URL {
-	c := *u
-	c.params = u.Params()
-	delete(c.params, key)
-	return &c
-}
-
 // IntParam returns key as an integer, def when absent, and an error naming
 // the key when the value is not an integer.
 func (u *URL) IntParam(key string, def int64) (int64, error) {
@@ -269,15 +261,6 @@ func (u *URL) Timeout() time.Duration {
 		return DefaultTimeout
 	}
 	return time.Duration(ms) * time.Millisecond
-}
-
-// MethodTimeout returns the timeout for one method: the parameter
-// "{method}.timeout" if set, else Timeout().
-func (u *URL) MethodTimeout(method string) time.Duration {
-	if ms := u.intOr(method+"."+KeyTimeout, -1); ms > 0 {
-		return time.Duration(ms) * time.Millisecond
-	}
-	return u.Timeout()
 }
 
 // Timestamp returns the provider's start time from the timestamp parameter

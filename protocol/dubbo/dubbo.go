@@ -217,7 +217,8 @@ func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
 // connection is down or the provider announced it is shutting down).
 //
 // A call's timeout is its context deadline, else the URL's
-// MethodTimeout(method) (default protocol.DefaultTimeout).
+// "{method}.timeout" parameter, else its timeout (default
+// protocol.DefaultTimeout), read once here.
 func (p *Protocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
 	inv, err := p.refer(u)
 	if err != nil {

@@ -1,0 +1,154 @@
+package config_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/registry/memory"
+)
+
+// who answers with its provider's name and counts its calls.
+type who struct {
+	name  string
+	calls atomic.Int64
+}
+
+func (w *who) Who(_ context.Context, a, b string) (string, error) {
+	w.calls.Add(1)
+	return w.name, nil
+}
+
+type whoClient struct {
+	Who func(ctx context.Context, a, b string) (string, error)
+}
+
+// whoProviders starts n provider applications of test.Who on reg.
+func whoProviders(t *testing.T, reg *memory.Registry, n int) []*who {
+	t.Helper()
+	var out []*who
+	for i := range n {
+		c := &config.Config{
+			Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
+			Services:   map[string]config.ServiceConfig{"who": {Interface: "test.Who"}},
+		}
+		app, err := config.New(c, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+		w := &who{name: "p" + strconv.Itoa(i)}
+		_, err = app.Export(testCtx(t), "who", w)
+		require.NoError(t, err)
+		out = append(out, w)
+	}
+	return out
+}
+
+func whoConsumer(t *testing.T, reg *memory.Registry, yaml string) whoClient {
+	t.Helper()
+	c, err := config.Parse(strings.NewReader(yaml))
+	require.NoError(t, err)
+	app, err := config.New(c, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	var cl whoClient
+	require.NoError(t, app.Refer(testCtx(t), "who", &cl))
+	return cl
+}
+
+// The consistent-hash key, set from YAML, decides the provider.
+func TestReferenceHashFromYAML(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	whoProviders(t, reg, 3)
+	byArg1 := whoConsumer(t, reg, `
+registries: {mem: {address: "memory://test"}}
+references:
+  who: {interface: test.Who, check: true, loadbalance: consistenthash, hash: {arguments: [1], nodes: 320}}
+`)
+	byArg0 := whoConsumer(t, reg, `
+registries: {mem: {address: "memory://test"}}
+references:
+  who: {interface: test.Who, check: true, loadbalance: consistenthash}
+`)
+	one, many := map[string]bool{}, map[string]bool{}
+	for i := range 60 {
+		name, err := byArg1.Who(ctx, "user-"+strconv.Itoa(i), "same")
+		require.NoError(t, err)
+		one[name] = true
+		name, err = byArg0.Who(ctx, "user-"+strconv.Itoa(i), "same")
+		require.NoError(t, err)
+		many[name] = true
+	}
+	assert.Len(t, one, 1, "keyed on the second argument, which never changes")
+	assert.Len(t, many, 3, "keyed on the first argument, which always changes")
+}
+
+// forks from YAML: a forking reference calls that many providers at once.
+func TestReferenceForksFromYAML(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	ws := whoProviders(t, reg, 3)
+	cl := whoConsumer(t, reg, `
+registries: {mem: {address: "memory://test"}}
+references:
+  who: {interface: test.Who, check: true, cluster: forking, forks: 3, failback: {retries: 1, queue: 5, backoff: 1s}}
+`)
+	for range 4 {
+		_, err := cl.Who(ctx, "a", "b")
+		require.NoError(t, err)
+	}
+	for _, w := range ws {
+		// every call went to all three; the losers may still be running
+		require.Eventually(t, func() bool { return w.calls.Load() == 4 }, 10*time.Second, 5*time.Millisecond, w.name)
+	}
+}
+
+func TestReferenceSettingsValidated(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`{forks: -1}`, "references.who.forks -1: must not be negative"},
+		{`{failback: {queue: -1}}`, "references.who.failback: values must not be negative"},
+		{`{hash: {nodes: -5}}`, "references.who.hash.nodes -5: must not be negative"},
+		{`{hash: {arguments: [0, -1]}}`, "references.who.hash.arguments: index -1 must not be negative"},
+	} {
+		_, err := config.Parse(strings.NewReader("registries: {mem: {address: \"memory://x\"}}\nreferences:\n  who: " + tc.yaml + "\n"))
+		assert.ErrorContains(t, err, tc.want, tc.yaml)
+	}
+}
+
+// Registries of one application with the same memory:// name are one;
+// other names are separate registries.
+func TestMemoryRegistryNames(t *testing.T) {
+	ctx := testCtx(t)
+	c := &config.Config{
+		Registries: map[string]config.RegistryConfig{
+			"a": {Address: "memory://x"}, "b": {Address: "memory://x"}, "c": {Address: "memory://y"},
+		},
+		Services: map[string]config.ServiceConfig{"who": {Interface: "test.Who", Registries: []string{"a"}}},
+		References: map[string]config.ReferenceConfig{
+			"sameName":  {Interface: "test.Who", Registries: []string{"b"}, Check: true},
+			"otherName": {Interface: "test.Who", Registries: []string{"c"}, Check: true},
+		},
+	}
+	app, err := config.New(c, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	_, err = app.Export(ctx, "who", &who{name: "p"})
+	require.NoError(t, err)
+	var cl whoClient
+	require.NoError(t, app.Refer(ctx, "sameName", &cl))
+	name, err := cl.Who(ctx, "a", "b")
+	require.NoError(t, err)
+	assert.Equal(t, "p", name)
+	err = app.Refer(ctx, "otherName", &cl)
+	require.ErrorIs(t, err, cluster.ErrNoProvider)
+}
