@@ -656,7 +656,7 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 	bopts, err := loadbalance.OptionsFromURL(consumer)
 	if err != nil {
 		ref.close()
-		return fmt.Errorf("config: references.%s.hash: %w", id, err)
+		return nil, fmt.Errorf("config: references.%s.hash: %w", id, err)
 	}
 	bopts = append(bopts, loadbalance.WithStats(stats))
 	newCluster := func(lb string) (*cluster.Invoker, error) {
