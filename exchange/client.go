@@ -166,9 +166,13 @@ func ctxLeft(ctx context.Context, d time.Duration, fromCtx bool) time.Duration {
 	return 0
 }
 
-// prepare checks that a request may be sent, fills in f's header and
-// registers cl under a new id. On error it releases f.
-func (c *Client) prepare(cl *call, ser byte, f *transport.Buffer) (uint64, error) {
+// prepare checks that a request may be sent, fills in f's header,
+// registers cl under a new id and queues f, waiting for room in the
+// connection's write queue until ctx is done or deadline (when not zero)
+// passes: a busy provider makes calls wait, not fail. d and fromCtx
+// describe the call's deadline, for its timeout error. On error it
+// releases f.
+func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duration, fromCtx bool, cl *call, ser byte, f *transport.Buffer) (uint64, error) {
 	if c.readOnly.Load() {
 		f.Release()
 		return 0, ErrReadOnly
@@ -189,8 +193,14 @@ func (c *Client) prepare(cl *call, ser byte, f *transport.Buffer) (uint64, error
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
-	if err := c.conn.Send(f); err != nil {
+	if err := c.conn.SendWait(ctx, deadline, f); err != nil {
 		if c.remove(id) {
+			switch {
+			case ctx.Err() != nil:
+				return 0, ctxError(ctx, ctxLeft(ctx, d, fromCtx))
+			case errors.Is(err, context.DeadlineExceeded):
+				return 0, timeoutError(d, fromCtx)
+			}
 			return 0, fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 		// The connection's death completed the call already.
@@ -223,7 +233,11 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 		return nil, timeoutError(d, fromCtx)
 	}
 	cl := calls.Get().(*call)
-	id, err := c.prepare(cl, ser, f)
+	var dl time.Time
+	if hasDeadline {
+		dl = time.Now().Add(d)
+	}
+	id, err := c.prepare(ctx, dl, d, fromCtx, cl, ser, f)
 	if err != nil {
 		calls.Put(cl)
 		return nil, err
@@ -231,9 +245,9 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	var timerC <-chan time.Time
 	if hasDeadline {
 		if cl.timer == nil {
-			cl.timer = time.NewTimer(d)
+			cl.timer = time.NewTimer(time.Until(dl))
 		} else {
-			cl.timer.Reset(d)
+			cl.timer.Reset(time.Until(dl))
 		}
 		timerC = cl.timer.C
 	}
@@ -351,7 +365,11 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 	if ctx.Done() != nil {
 		cl.stopCtx = context.AfterFunc(ctx, func() { end(ctxError(ctx, ctxLeft(ctx, d, fromCtx))) })
 	}
-	n, err := c.prepare(cl, ser, f)
+	var dl time.Time
+	if hasDeadline {
+		dl = time.Now().Add(d)
+	}
+	n, err := c.prepare(ctx, dl, d, fromCtx, cl, ser, f)
 	if err != nil {
 		if cl.stopCtx != nil {
 			cl.stopCtx()
@@ -362,7 +380,7 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 	}
 	id.Store(n)
 	if hasDeadline {
-		cl.timer.Reset(d)
+		cl.timer.Reset(time.Until(dl))
 	}
 	if ctx.Err() != nil {
 		end(ctxError(ctx, ctxLeft(ctx, d, fromCtx)))

@@ -15,10 +15,17 @@
 //	resp, err := c.Call(ctx, time.Second, serialize.MsgpackID, f)
 //	// use exchange.Body(resp), then resp.Release()
 //
-// A Server runs a Handler for each request, at most Options.MaxConcurrent
-// at once, and answers StatusServerBusy beyond that. Shutdown tells the
-// clients that the server is going away (Client.ReadOnly), waits for the
-// requests in progress, then closes.
+// A Server runs requests on a bounded pool of long-lived workers fed by a
+// bounded queue. Overload is met with back-pressure, not errors: when the
+// queue is full the server stops reading the connection whose request does
+// not fit (TCP then makes the client's writes wait, and a client waits for
+// room in its write queue rather than failing), and it keeps heartbeats
+// going on such a paused connection so that neither side takes the other
+// as dead. StatusServerBusy answers only a limit set on purpose
+// (Options.MaxConcurrent). Shutdown tells the clients that the server is
+// going away (Client.ReadOnly), waits for the requests in progress until
+// its context ends, then closes; handlers that ignore their context are
+// abandoned and counted (Server.Abandoned), so Shutdown always returns.
 //
 // Non-OK responses come back as *StatusError, which errors.Is matches
 // against the sentinel errors of this package (Status.Err, StatusOf).

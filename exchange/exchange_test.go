@@ -527,3 +527,110 @@ func TestHandlerContextEndsWithConnection(t *testing.T) {
 		t.Fatal("the handler's context was not cancelled")
 	}
 }
+
+// TestOverloadPushesBack fills a small pool and queue: the calls beyond
+// them wait (the server stops reading their connection) and none is
+// answered "busy"; once the handlers are released every call succeeds.
+// The pool never runs more than Workers handlers.
+func TestOverloadPushesBack(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	s, addr := serve(t, h, &exchange.Options{Workers: 2, Queue: 2})
+	c := dial(t, addr, nil)
+	const n = 20
+	results := make(chan error, n)
+	for range n {
+		go func() {
+			got, err := call(ctx, c, "block")
+			if err == nil && got != "block" {
+				err = fmt.Errorf("got %q", got)
+			}
+			results <- err
+		}()
+	}
+	<-h.started
+	<-h.started
+	// 2 running, 2 queued, 1 held by the paused reader; the rest wait in
+	// the client's queue and in TCP.
+	require.Eventually(t, func() bool { return s.Paused() == 1 && s.Held() == 5 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, 2, s.Workers())
+	require.Equal(t, 0, len(h.started), "only the workers' handlers may start")
+	require.Zero(t, s.Busy())
+	close(h.release)
+	for range n {
+		require.NoError(t, <-results)
+	}
+	require.Zero(t, s.Busy())
+	require.NotZero(t, s.Pauses())
+	require.LessOrEqual(t, s.Workers(), 2)
+	require.Eventually(t, func() bool { return s.Paused() == 0 && s.Held() == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// TestPausedConnectionStaysAlive pauses a connection for many heartbeat
+// intervals: the server's heartbeats on it keep the client from taking the
+// server as dead, and the server does not take the paused client as idle.
+func TestPausedConnectionStaysAlive(t *testing.T) {
+	ctx := testCtx(t)
+	// Long enough that a loaded machine still runs each side's heartbeat
+	// goroutine in time.
+	const hb = 200 * time.Millisecond
+	h := newEcho()
+	s, addr := serve(t, h, &exchange.Options{Workers: 1, Queue: 1, Heartbeat: hb})
+	c := dial(t, addr, &exchange.Options{Heartbeat: hb})
+	const n = 4
+	results := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := call(ctx, c, "block")
+			results <- err
+		}()
+	}
+	<-h.started
+	require.Eventually(t, func() bool { return s.Paused() == 1 }, 10*time.Second, time.Millisecond)
+	// 5 keepalives span at least 4 heartbeat intervals, more than the 2.5
+	// the client waits before it gives up on a silent server.
+	require.Eventually(t, func() bool { return s.KeepAlives() >= 5 }, 30*time.Second, time.Millisecond)
+	require.NoError(t, c.Err())
+	require.Equal(t, 1, s.Conns())
+	require.Equal(t, 1, s.Paused())
+	close(h.release)
+	for range n {
+		require.NoError(t, <-results)
+	}
+	require.NoError(t, c.Err())
+}
+
+// TestShutdownAbandonsStuckHandler: a handler that ignores its context
+// does not hold Shutdown past its deadline; the request is counted as
+// abandoned.
+func TestShutdownAbandonsStuckHandler(t *testing.T) {
+	ctx := testCtx(t)
+	stuck := make(chan struct{})
+	started := make(chan struct{}, 1)
+	ended := make(chan struct{})
+	h := exchange.HandlerFunc(func(context.Context, *exchange.Request) (*transport.Buffer, error) {
+		defer close(ended)
+		started <- struct{}{}
+		<-stuck // ignores its context
+		return exchange.NewFrame(), nil
+	})
+	s, addr := serve(t, h, &exchange.Options{Workers: 1, Queue: 1})
+	t.Cleanup(func() { <-ended }) // after the server's cleanup: stuck is closed below
+	c := dial(t, addr, nil)
+	called := make(chan error, 2)
+	for range 2 { // one runs, one waits in the queue
+		go func() { _, err := call(ctx, c, "x"); called <- err }()
+	}
+	<-started
+	require.Eventually(t, func() bool { return s.Held() == 2 }, 10*time.Second, time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := s.Shutdown(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "abandoned 2 requests")
+	require.Equal(t, uint64(2), s.Abandoned())
+	for range 2 {
+		require.Error(t, <-called)
+	}
+	close(stuck)
+}

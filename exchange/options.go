@@ -12,9 +12,17 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxPayload    = transport.DefaultMaxPayload
-	DefaultHeartbeat     = 30 * time.Second
-	DefaultMaxConcurrent = 200
+	DefaultMaxPayload = transport.DefaultMaxPayload
+	DefaultHeartbeat  = 30 * time.Second
+	// DefaultWorkers bounds a Server's worker pool; workers start as
+	// requests need them, so a light load runs on a few.
+	DefaultWorkers = 512
+	// DefaultQueue is how many requests a Server holds read and waiting for
+	// a worker before it stops reading connections.
+	DefaultQueue = 1024
+	// DefaultWorkerIdle is how long a worker waits for a request before it
+	// stops.
+	DefaultWorkerIdle = time.Minute
 )
 
 // Options configure a Client or a Server. A nil *Options, and every zero
@@ -29,8 +37,24 @@ type Options struct {
 	// heartbeats takes its peer as dead; a server closes connections idle
 	// for 3.
 	Heartbeat time.Duration
-	// MaxConcurrent bounds the requests a Server runs at once (default
-	// 200); requests over it are answered StatusServerBusy at once.
+	// Workers bounds the goroutines that run a Server's requests (default
+	// DefaultWorkers). Workers are long-lived: one starts when requests
+	// wait and none is idle, and stops after WorkerIdle without work.
+	Workers int
+	// Queue bounds the requests a Server has read and not yet handed to a
+	// worker (default DefaultQueue). When it is full the server stops
+	// reading the connection whose request does not fit until a place
+	// frees up, so TCP pushes back and the client's calls wait; nothing is
+	// refused. Heartbeats keep such a paused connection alive both ways.
+	Queue int
+	// WorkerIdle is how long an idle worker waits before it stops
+	// (default DefaultWorkerIdle).
+	WorkerIdle time.Duration
+	// MaxConcurrent, when positive, is a limit set on purpose: a request
+	// that finds MaxConcurrent requests held by the Server (queued or
+	// running) is answered StatusServerBusy at once, and Busy counts it.
+	// By default (0) there is no such limit: Workers and Queue push back
+	// instead of refusing.
 	MaxConcurrent int
 	// TLS, when set, makes the connection speak TLS.
 	TLS *tls.Config
@@ -50,6 +74,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("exchange: Heartbeat %v is negative", o.Heartbeat)
 	case o.MaxConcurrent < 0:
 		return fmt.Errorf("exchange: MaxConcurrent %d is negative", o.MaxConcurrent)
+	case o.Workers < 0:
+		return fmt.Errorf("exchange: Workers %d is negative", o.Workers)
+	case o.Queue < 0:
+		return fmt.Errorf("exchange: Queue %d is negative", o.Queue)
+	case o.WorkerIdle < 0:
+		return fmt.Errorf("exchange: WorkerIdle %v is negative", o.WorkerIdle)
 	}
 	return nil
 }
@@ -65,8 +95,14 @@ func (o *Options) withDefaults() Options {
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
-	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = DefaultMaxConcurrent
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Queue <= 0 {
+		c.Queue = DefaultQueue
+	}
+	if c.WorkerIdle <= 0 {
+		c.WorkerIdle = DefaultWorkerIdle
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -29,7 +29,7 @@ type Request struct {
 }
 
 // Handler answers requests; protocol/dubbo implements it. The server calls
-// it from its own goroutines, at most Options.MaxConcurrent at once.
+// it from its pool of workers, at most Options.Workers at once.
 type Handler interface {
 	// Handle answers req with a response frame built with NewFrame (the
 	// server fills in its header), or with an error, which is sent as the
@@ -47,33 +47,69 @@ func (f HandlerFunc) Handle(ctx context.Context, req *Request) (*transport.Buffe
 	return f(ctx, req)
 }
 
-// Server serves requests on any number of listeners. Dispatch is bounded:
-// a request that finds Options.MaxConcurrent requests running is answered
-// StatusServerBusy at once instead of queueing.
+// abandonAfter bounds how long Close waits for handlers that ignore the
+// cancellation of their context.
+const abandonAfter = time.Second
+
+// Server serves requests on any number of listeners. Requests run on a
+// bounded pool of long-lived workers (Options.Workers) fed by a bounded
+// queue (Options.Queue). Overload is met with back-pressure, not errors:
+// when the queue is full the server stops reading the connection whose
+// request does not fit, so that TCP makes the client's writes wait, and
+// reads it again when a place frees up. Only a limit set on purpose
+// (Options.MaxConcurrent) answers StatusServerBusy.
 type Server struct {
 	h    Handler
 	opts Options
 	ts   *transport.Server
-	sem  chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	jobs    chan job
+	workers atomic.Int32 // started and not stopped
+	idle    atomic.Int32 // waiting for a job
+	wg      sync.WaitGroup
+
 	mu       sync.Mutex
-	inflight int
+	held     int // requests queued or running
 	shutting bool
-	connCtx  map[*transport.Conn]connContext // cancelled when the conn closes
-	drained  chan struct{}                   // closed when shutting and inflight reaches 0
+	conns    map[*transport.Conn]*connState
+	drained  chan struct{} // closed when shutting and held reaches 0
 
 	busy      atomic.Uint64
-	wg        sync.WaitGroup // dispatch goroutines
+	pauses    atomic.Uint64
+	paused    atomic.Int32
+	abandoned atomic.Uint64
+	hbID      atomic.Uint64
+	hbSent    atomic.Uint64
 	hbWg      sync.WaitGroup
 	stop      chan struct{}
 	closeOnce sync.Once
+	closed    chan struct{} // closed when the first close has finished
+}
+
+// connState is the server's view of one connection.
+type connState struct {
+	ctx    context.Context // cancelled when the connection closes
+	cancel context.CancelFunc
+	// paused is set while the connection's reader waits for a place in
+	// the queue; resumed is when it last stopped waiting (Unix ns).
+	paused  atomic.Bool
+	resumed atomic.Int64
+}
+
+// job is a request read and waiting for a worker.
+type job struct {
+	ctx  context.Context
+	conn *transport.Conn
+	hdr  Header
+	f    *transport.Buffer
 }
 
 // NewServer returns a Server that answers requests with h; opts may be
-// nil. It starts a goroutine that closes idle connections; Close stops it.
+// nil. It starts a goroutine that keeps heartbeats going and closes idle
+// connections; Close stops it.
 func NewServer(h Handler, opts *Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -82,14 +118,15 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 	s := &Server{
 		h:       h,
 		opts:    o,
-		sem:     make(chan struct{}, o.MaxConcurrent),
+		jobs:    make(chan job, o.Queue),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
-		connCtx: map[*transport.Conn]connContext{},
+		closed:  make(chan struct{}),
+		conns:   map[*transport.Conn]*connState{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.ts = transport.NewServer(serverHandler{s}, o.transport())
-	s.hbWg.Go(s.closeIdle)
+	s.hbWg.Go(s.keepalive)
 	return s, nil
 }
 
@@ -97,22 +134,52 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 // ErrServerClosed. It closes l.
 func (s *Server) Serve(l net.Listener) error { return s.ts.Serve(l) }
 
-// Busy returns how many requests were answered StatusServerBusy.
+// Busy returns how many requests were answered StatusServerBusy because of
+// Options.MaxConcurrent.
 func (s *Server) Busy() uint64 { return s.busy.Load() }
 
 // Conns returns how many connections are open.
 func (s *Server) Conns() int { return len(s.ts.Conns()) }
 
+// Workers returns how many workers are running now (busy or idle).
+func (s *Server) Workers() int { return int(s.workers.Load()) }
+
+// Pauses returns how many times a connection's reading was paused because
+// the queue was full.
+func (s *Server) Pauses() uint64 { return s.pauses.Load() }
+
+// Paused returns how many connections are paused now.
+func (s *Server) Paused() int { return int(s.paused.Load()) }
+
+// KeepAlives returns how many heartbeats the server sent on paused
+// connections.
+func (s *Server) KeepAlives() uint64 { return s.hbSent.Load() }
+
+// Held returns how many requests the server holds now, queued or running.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// Abandoned returns how many requests the server gave up on when it
+// closed: queued ones never run, and running ones whose handler had not
+// returned (it goes on in the background, and its answer is dropped).
+func (s *Server) Abandoned() uint64 { return s.abandoned.Load() }
+
 // Shutdown stops the server gracefully: it stops accepting, tells every
 // connected client that it is shutting down (clients then send no new
 // calls; requests that still arrive are answered StatusReadOnly, not
-// executed), waits until the requests in progress end or ctx is done, and
-// closes. It returns ctx's error if ctx ended first.
+// executed), waits until the requests it holds end or ctx is done, and
+// closes. When ctx ends first it returns by then all the same: it cancels
+// the requests' contexts, closes the connections without waiting, counts
+// and logs the requests it abandoned, and returns an error wrapping
+// ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.shutting {
 		s.shutting = true
-		if s.inflight == 0 {
+		if s.held == 0 {
 			close(s.drained)
 		}
 	}
@@ -125,32 +192,94 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		h.Put(f.B)
 		_ = conn.Send(f)
 	}
-	var err error
 	select {
 	case <-s.drained:
+		s.close(true, abandonAfter)
+		return nil
 	case <-ctx.Done():
-		err = ctx.Err()
 	}
-	s.Close()
-	return err
+	n := s.close(false, 0)
+	if n > 0 {
+		return fmt.Errorf("exchange: shutdown: %w; abandoned %d requests", ctx.Err(), n)
+	}
+	return fmt.Errorf("exchange: shutdown: %w", ctx.Err())
 }
 
-// Close closes every connection and listener at once, cancels the context
-// of the requests in progress and waits for them and for the server's
-// goroutines. It is idempotent.
+// Close closes every connection and listener, cancels the context of the
+// requests in progress and waits for their handlers, for at most a second:
+// a handler that ignores its context is abandoned (counted by Abandoned
+// and logged). It is idempotent.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.stop)
-		s.cancel()
-	})
-	s.ts.Close()
-	s.wg.Wait()
-	s.hbWg.Wait()
+	s.close(true, abandonAfter)
 	return nil
 }
 
-// closeIdle closes connections that sent nothing for 3 heartbeat intervals.
-func (s *Server) closeIdle() {
+// close stops the server once; later calls wait for the first. graceful
+// writes what is queued on each connection (for at most a second); wait
+// bounds the wait for running handlers. It returns how many requests it
+// abandoned.
+func (s *Server) close(graceful bool, wait time.Duration) uint64 {
+	first := false
+	s.closeOnce.Do(func() { first = true })
+	if !first {
+		<-s.closed
+		return 0
+	}
+	defer close(s.closed)
+	close(s.stop)
+	s.cancel()
+	if graceful {
+		s.ts.Close()
+	} else {
+		s.ts.CloseNow()
+	}
+	// No reader runs now: drop what is still queued.
+	queued := 0
+	for drained := false; !drained; {
+		select {
+		case j := <-s.jobs:
+			j.f.Release()
+			s.done()
+			queued++
+		default:
+			drained = true
+		}
+	}
+	s.hbWg.Wait()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+	} else {
+		select {
+		case <-done:
+		default:
+		}
+	}
+	running := s.Held()
+	n := uint64(queued + running)
+	if n > 0 {
+		s.abandoned.Add(n)
+		s.opts.Logger.Warn("server closed with requests unfinished; abandoned them",
+			zap.Int("queued", queued), zap.Int("running", running))
+	}
+	return n
+}
+
+// keepalive runs every heartbeat interval: it sends a heartbeat on every
+// paused connection, so that its client, whose requests wait unread, still
+// hears from the server and does not take it as dead, and it closes
+// connections that sent nothing for 3 heartbeat intervals while they were
+// being read.
+func (s *Server) keepalive() {
 	hb := s.opts.Heartbeat
 	t := time.NewTicker(hb)
 	defer t.Stop()
@@ -160,7 +289,23 @@ func (s *Server) closeIdle() {
 			return
 		case now := <-t.C:
 			for _, conn := range s.ts.Conns() {
-				if idle := now.Sub(conn.LastRead()); idle >= 3*hb {
+				cs := s.state(conn)
+				if cs != nil && cs.paused.Load() {
+					f := NewFrame()
+					h := Header{Request: true, TwoWay: true, Event: true, ID: s.hbID.Add(1)}
+					h.Put(f.B)
+					if conn.Send(f) == nil {
+						s.hbSent.Add(1)
+					}
+					continue
+				}
+				last := conn.LastRead()
+				if cs != nil {
+					if r := time.Unix(0, cs.resumed.Load()); r.After(last) {
+						last = r
+					}
+				}
+				if idle := now.Sub(last); idle >= 3*hb {
 					s.opts.Logger.Debug("closing idle connection", zap.Stringer("peer", conn.RemoteAddr()), zap.Duration("idle", idle))
 					conn.Abort(fmt.Errorf("%w: %s idle for %v", ErrConnLost, conn.RemoteAddr(), idle))
 				}
@@ -169,11 +314,17 @@ func (s *Server) closeIdle() {
 	}
 }
 
-// done ends one request counted in inflight.
+func (s *Server) state(conn *transport.Conn) *connState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[conn]
+}
+
+// done ends one request counted in held.
 func (s *Server) done() {
 	s.mu.Lock()
-	s.inflight--
-	if s.shutting && s.inflight == 0 {
+	s.held--
+	if s.shutting && s.held == 0 {
 		close(s.drained)
 	}
 	s.mu.Unlock()
@@ -181,6 +332,9 @@ func (s *Server) done() {
 
 type serverHandler struct{ s *Server }
 
+// Serve runs on the connection's reader. It queues the request for a
+// worker, waiting for a place when the queue is full: while it waits the
+// connection is not read.
 func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 	s := h.s
 	hdr, err := ParseHeader(f.B)
@@ -205,57 +359,145 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		}
 		return
 	}
-	s.inflight++
-	cc, ok := s.connCtx[conn]
-	if !ok {
-		cc.ctx, cc.cancel = context.WithCancel(s.ctx)
-		s.connCtx[conn] = cc
-	}
-	s.mu.Unlock()
-	select {
-	case s.sem <- struct{}{}:
-	default:
+	if m := s.opts.MaxConcurrent; m > 0 && s.held >= m {
+		s.mu.Unlock()
 		f.Release()
-		s.done()
 		s.busy.Add(1)
 		if hdr.TwoWay {
-			s.reply(conn, hdr, nil, fmt.Errorf("%w: %d requests in progress", ErrServerBusy, s.opts.MaxConcurrent))
+			s.reply(conn, hdr, nil, fmt.Errorf("%w: %d requests in progress (limit)", ErrServerBusy, m))
 		}
 		return
 	}
-	s.wg.Add(1)
-	go s.dispatch(cc.ctx, conn, hdr, f)
+	s.held++
+	cs, ok := s.conns[conn]
+	if !ok {
+		cs = &connState{}
+		cs.ctx, cs.cancel = context.WithCancel(s.ctx)
+		s.conns[conn] = cs
+	}
+	s.mu.Unlock()
+	j := job{ctx: cs.ctx, conn: conn, hdr: hdr, f: f}
+	select {
+	case s.jobs <- j:
+	default:
+		if !s.wait(cs, conn, j) {
+			f.Release()
+			s.done()
+			return
+		}
+	}
+	if int(s.idle.Load()) < len(s.jobs) {
+		s.spawn()
+	}
 }
 
-type connContext struct {
-	ctx    context.Context
-	cancel context.CancelFunc
+// wait queues j once a place is free, with the connection paused
+// meanwhile; it reports false when the connection or the server closed
+// first.
+func (s *Server) wait(cs *connState, conn *transport.Conn, j job) bool {
+	s.spawn() // the queue is full: make sure the pool is at full strength
+	cs.paused.Store(true)
+	s.paused.Add(1)
+	s.pauses.Add(1)
+	defer func() {
+		cs.resumed.Store(time.Now().UnixNano())
+		cs.paused.Store(false)
+		s.paused.Add(-1)
+	}()
+	select {
+	case s.jobs <- j:
+		return true
+	case <-conn.Done():
+	case <-s.stop:
+	}
+	return false
+}
+
+// spawn starts a worker unless the pool is full.
+func (s *Server) spawn() {
+	for {
+		n := s.workers.Load()
+		if int(n) >= s.opts.Workers {
+			return
+		}
+		if s.workers.CompareAndSwap(n, n+1) {
+			s.wg.Go(s.work)
+			return
+		}
+	}
+}
+
+// work runs jobs until the server stops or it has been idle for
+// WorkerIdle.
+func (s *Server) work() {
+	idle := time.NewTimer(s.opts.WorkerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-s.stop:
+			s.workers.Add(-1)
+			return
+		default:
+		}
+		s.idle.Add(1)
+		select {
+		case j := <-s.jobs:
+			s.idle.Add(-1)
+			s.run(j)
+			idle.Reset(s.opts.WorkerIdle)
+		case <-idle.C:
+			s.idle.Add(-1)
+			s.workers.Add(-1)
+			// A request queued just now may have counted on this
+			// worker: stay if one waits and the pool has room.
+			if len(s.jobs) == 0 || !s.rejoin() {
+				return
+			}
+			idle.Reset(s.opts.WorkerIdle)
+		case <-s.stop:
+			s.idle.Add(-1)
+			s.workers.Add(-1)
+			return
+		}
+	}
+}
+
+// rejoin counts a stopping worker back in, unless the pool is full.
+func (s *Server) rejoin() bool {
+	for {
+		n := s.workers.Load()
+		if int(n) >= s.opts.Workers {
+			return false
+		}
+		if s.workers.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // Closed cancels the context of the connection's requests in progress.
 func (h serverHandler) Closed(conn *transport.Conn, _ error) {
 	h.s.mu.Lock()
-	cc, ok := h.s.connCtx[conn]
-	delete(h.s.connCtx, conn)
+	cs, ok := h.s.conns[conn]
+	delete(h.s.conns, conn)
 	h.s.mu.Unlock()
 	if ok {
-		cc.cancel()
+		cs.cancel()
 	}
 }
 
-func (s *Server) dispatch(ctx context.Context, conn *transport.Conn, hdr Header, f *transport.Buffer) {
-	defer s.wg.Done()
+// run handles one request and answers it.
+func (s *Server) run(j job) {
 	defer s.done()
-	defer func() { <-s.sem }()
-	resp, err := s.handle(ctx, hdr, f, conn)
-	f.Release()
-	if !hdr.TwoWay {
+	resp, err := s.handle(j.ctx, j.hdr, j.f, j.conn)
+	j.f.Release()
+	if !j.hdr.TwoWay {
 		if resp != nil {
 			resp.Release()
 		}
 		return
 	}
-	s.reply(conn, hdr, resp, err)
+	s.reply(j.conn, j.hdr, resp, err)
 }
 
 func (s *Server) handle(ctx context.Context, hdr Header, f *transport.Buffer, conn *transport.Conn) (resp *transport.Buffer, err error) {

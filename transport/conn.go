@@ -102,8 +102,10 @@ func (o *Options) withDefaults() Options {
 type Handler interface {
 	// Serve is called for every frame, in order. f.B holds the whole frame,
 	// header included; Serve owns f and must Release it. The next frame is
-	// read after Serve returns, so it must not block for long. It must not
-	// call Close on c (Abort is fine).
+	// read after Serve returns, so Serve may block to stop reading c
+	// (back-pressure: the peer's writes then wait in TCP), but it must
+	// return once c is closing (c.Done()). It must not call Close on c
+	// (Abort is fine).
 	Serve(c *Conn, f *Buffer)
 	// Closed is called once, after the connection is closed and its writer
 	// has stopped, with the first error: ErrClosed after Close, io.EOF when
@@ -125,6 +127,7 @@ type Conn struct {
 	err      error // first error; set once
 	graceful bool
 
+	space      chan struct{} // closed when the writer takes the queue; nil if no one waits
 	wake       chan struct{}
 	closing    chan struct{}
 	writerDone chan struct{}
@@ -230,6 +233,63 @@ func (c *Conn) Send(f *Buffer) error {
 	default:
 	}
 	return nil
+}
+
+// SendWait is Send for callers that may wait: when the queue is over
+// Options.MaxQueue it waits until the writer has taken it, or until ctx is
+// done or deadline (if not zero) passes, and returns
+// context.DeadlineExceeded or ctx's error then, instead of closing the
+// connection with ErrSlowPeer. It takes ownership of f.
+func (c *Conn) SendWait(ctx context.Context, deadline time.Time, f *Buffer) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			f.Release()
+			return err
+		}
+		if c.queued+len(f.B) <= c.opts.MaxQueue || len(c.queue) == 0 {
+			c.queue = append(c.queue, f)
+			c.queued += len(f.B)
+			c.mu.Unlock()
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+			return nil
+		}
+		if c.space == nil {
+			c.space = make(chan struct{})
+		}
+		space := c.space
+		c.mu.Unlock()
+		var timeout <-chan time.Time
+		if !deadline.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(deadline))
+			}
+			timeout = timer.C
+		}
+		select {
+		case <-space:
+			continue
+		case <-c.closing:
+			continue // the loop returns the connection's error
+		case <-ctx.Done():
+			f.Release()
+			return ctx.Err()
+		case <-timeout:
+			f.Release()
+			return context.DeadlineExceeded
+		}
+	}
 }
 
 // Close writes the frames already queued (for at most a second), closes the
@@ -367,6 +427,10 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 		q := c.queue
 		c.queue = (*batch)[:0]
 		c.queued = 0
+		if c.space != nil {
+			close(c.space)
+			c.space = nil
+		}
 		c.mu.Unlock()
 		if len(q) == 0 {
 			*batch = q

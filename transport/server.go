@@ -162,7 +162,13 @@ func (s *Server) StopAccepting() {
 // Close stops accepting, closes every connection (writing what is queued
 // on each, for at most a second) and waits for their goroutines. It is
 // idempotent.
-func (s *Server) Close() error {
+func (s *Server) Close() error { return s.close(true) }
+
+// CloseNow is Close without writing what is queued: every connection is
+// closed at once.
+func (s *Server) CloseNow() error { return s.close(false) }
+
+func (s *Server) close(graceful bool) error {
 	s.mu.Lock()
 	s.closed = true
 	for l := range s.listeners {
@@ -174,7 +180,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.shutdown(ErrClosed, true)
+		c.shutdown(ErrClosed, graceful)
 	}
 	s.wg.Wait()
 	return nil

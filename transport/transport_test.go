@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -352,4 +353,51 @@ func TestSlowPeerClosed(t *testing.T) {
 	}
 	require.ErrorIs(t, err, transport.ErrSlowPeer)
 	require.ErrorIs(t, recvErr(t, ctx, h.closed), transport.ErrSlowPeer)
+}
+
+// TestSendWaitWaitsForRoom: with the queue over MaxQueue, SendWait waits
+// instead of closing the connection; its deadline ends the wait without
+// harm, and once the peer reads, waiting frames go out in order.
+func TestSendWaitWaitsForRoom(t *testing.T) {
+	ctx := testCtx(t)
+	x, y := net.Pipe() // y is read only later
+	defer y.Close()
+	h := newRecorder(false)
+	c := transport.NewConn(x, h, &transport.Options{MaxQueue: 4 << 10})
+	defer c.Close()
+	const n = 32
+	body := string(make([]byte, 1024))
+	// The writer holds at most one batch while the pipe is not read: the
+	// queue fills, then a send with a past deadline gives up.
+	var err error
+	for i := 0; i < n && err == nil; i++ {
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		err = c.SendWait(short, time.Time{}, frame(uint64(i), body))
+		cancel()
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, c.Err(), "a full queue must not close the connection")
+	err = c.SendWait(ctx, time.Now().Add(10*time.Millisecond), frame(999, body))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, c.Err())
+
+	// A sender that waits without a deadline gets through once y reads.
+	sent := make(chan error, 1)
+	go func() { sent <- c.SendWait(ctx, time.Time{}, frame(1000, "last")) }()
+	read := make(chan int, 1)
+	go func() {
+		total := 0
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := y.Read(buf)
+			total += k
+			if err != nil || strings.Contains(string(buf[:k]), "last") {
+				read <- total
+				return
+			}
+		}
+	}()
+	require.NoError(t, <-sent)
+	require.Positive(t, <-read)
+	require.NoError(t, c.Err())
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 )
@@ -23,13 +24,14 @@ const EchoMethod = "$echo"
 
 // Defaults of Options.
 const (
-	DefaultConnections   = 1
-	DefaultMaxPayload    = 8 << 20
-	DefaultHeartbeat     = 30 * time.Second
-	DefaultMaxConcurrent = 200
-	DefaultDialTimeout   = 3 * time.Second
-	DefaultReconnect     = 100 * time.Millisecond
-	DefaultMaxReconnect  = 5 * time.Second
+	DefaultConnections  = 1
+	DefaultMaxPayload   = 8 << 20
+	DefaultHeartbeat    = 30 * time.Second
+	DefaultWorkers      = exchange.DefaultWorkers
+	DefaultQueue        = exchange.DefaultQueue
+	DefaultDialTimeout  = 3 * time.Second
+	DefaultReconnect    = 100 * time.Millisecond
+	DefaultMaxReconnect = 5 * time.Second
 	// DefaultMaxAttachments and the three below bound the attachments of
 	// one request or response.
 	DefaultMaxAttachments      = 64
@@ -56,8 +58,18 @@ type Options struct {
 	// 30 s); a peer silent for 3 heartbeats is taken as dead and every call
 	// pending on it fails with status.ErrConnLost.
 	Heartbeat time.Duration
-	// MaxConcurrent bounds the calls one provider port runs at once
-	// (default 200); calls over it are answered status.ErrServerBusy.
+	// Workers bounds the goroutines that run the calls of one provider
+	// port (default DefaultWorkers); they start as calls need them.
+	Workers int
+	// Queue bounds the calls of one provider port read and waiting for a
+	// worker (default DefaultQueue). When it is full the port stops
+	// reading the connection whose call does not fit, so the consumer's
+	// calls wait (back-pressure); none is refused.
+	Queue int
+	// MaxConcurrent, when positive, is a limit set on purpose on the calls
+	// one provider port holds at once (queued or running): calls over it
+	// are answered status.ErrServerBusy, which failover retries on
+	// another provider. Default 0: no such limit.
 	MaxConcurrent int
 	// DialTimeout bounds one dial (default 3 s).
 	DialTimeout time.Duration
@@ -102,6 +114,10 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("dubbo: Heartbeat %v is negative", c.Heartbeat)
 	case c.MaxConcurrent < 0:
 		return c, fmt.Errorf("dubbo: MaxConcurrent %d is negative", c.MaxConcurrent)
+	case c.Workers < 0:
+		return c, fmt.Errorf("dubbo: Workers %d is negative", c.Workers)
+	case c.Queue < 0:
+		return c, fmt.Errorf("dubbo: Queue %d is negative", c.Queue)
 	case c.DialTimeout < 0:
 		return c, fmt.Errorf("dubbo: DialTimeout %v is negative", c.DialTimeout)
 	case c.Reconnect < 0 || c.MaxReconnect < 0:
@@ -135,9 +151,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
-	}
-	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = DefaultMaxConcurrent
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout

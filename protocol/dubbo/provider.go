@@ -80,6 +80,8 @@ func (p *Protocol) listen(host string, port int) (*server, error) {
 		MaxPayload:    p.opts.MaxPayload,
 		Heartbeat:     p.opts.Heartbeat,
 		MaxConcurrent: p.opts.MaxConcurrent,
+		Workers:       p.opts.Workers,
+		Queue:         p.opts.Queue,
 		TLS:           p.opts.ServerTLS,
 		Logger:        p.opts.Logger.Named("dubbo.server"),
 	})
