@@ -4,12 +4,17 @@
 //	minidubbo lb -algo roundrobin -weights A=5,B=1,C=1 -n 7
 //	minidubbo ls -registry zookeeper://127.0.0.1:2181 -service demo.hello.Greeter
 //	minidubbo invoke -service demo.hello.Greeter -method SayHello -args '["world"]'
+//	minidubbo monitor -registry zookeeper://127.0.0.1:2181 -http 127.0.0.1:8080 -data DIR
+//	minidubbo report -monitor http://127.0.0.1:8080 -since 10m -by provider
 //
 // lb explores a load-balancing algorithm on made-up providers; ls lists what
 // is registered in ZooKeeper (services, their providers with address,
 // version, group, weight and methods, and how many consumers); invoke calls
 // one method through the whole framework, found in the registry or at -url,
-// and prints the result as JSON.
+// and prints the result as JSON; monitor runs the monitor server (the
+// monitor service, SQLite history, dashboard, /api/report, /metrics);
+// report prints the call-count report from a monitor server or its data
+// directory.
 //
 // Run it without arguments to list the subcommands.
 package main
@@ -31,9 +36,11 @@ type command struct {
 
 // commands is the table of subcommands, by name. To add one, add a line.
 var commands = map[string]command{
-	"invoke": {"call one method of a service and print the result as JSON", runInvoke},
-	"lb":     {"explore a load-balancing algorithm without servers", runLB},
-	"ls":     {"list the services, providers and consumers registered in ZooKeeper", runLS},
+	"invoke":  {"call one method of a service and print the result as JSON", runInvoke},
+	"lb":      {"explore a load-balancing algorithm without servers", runLB},
+	"ls":      {"list the services, providers and consumers registered in ZooKeeper", runLS},
+	"monitor": {"run the monitor server: store reports, serve a dashboard, JSON and /metrics", runMonitor},
+	"report":  {"print the call-count report from a monitor server or its data directory", runReport},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

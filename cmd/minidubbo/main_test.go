@@ -20,7 +20,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 func TestDispatch(t *testing.T) {
 	_, errOut, code := runCLI(t, "bogus")
 	assert.Equal(t, 2, code)
-	assert.Equal(t, "minidubbo: unknown command \"bogus\" (known: invoke, lb, ls)\n", errOut)
+	assert.Equal(t, "minidubbo: unknown command \"bogus\" (known: invoke, lb, ls, monitor, report)\n", errOut)
 	_, errOut, code = runCLI(t)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "usage: minidubbo <command>")

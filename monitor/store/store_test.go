@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/minidubbo/minidubbo/internal/reporttest"
 	"github.com/minidubbo/minidubbo/monitor"
-	"github.com/minidubbo/minidubbo/monitor/internal/reporttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/internal/reporttest"
+	"github.com/minidubbo/minidubbo/monitor"
+	"github.com/minidubbo/minidubbo/monitor/store"
+)
+
+// runningMonitor is serveMonitor on free ports, stopped by stop.
+type runningMonitor struct {
+	service, web string
+	stop         func()
+}
+
+func startMonitor(t *testing.T, data string) *runningMonitor {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	addrs := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMonitor(ctx, monitorConfig{
+			listen: "127.0.0.1:0", http: "127.0.0.1:0", data: data, name: "test-monitor",
+			retention: 24 * time.Hour, refresh: time.Second,
+		}, func(s, w string) { addrs <- [2]string{s, w} })
+	}()
+	m := &runningMonitor{}
+	select {
+	case a := <-addrs:
+		m.service, m.web = a[0], a[1]
+	case err := <-done:
+		cancel()
+		t.Fatalf("monitor did not start: %v", err)
+	case <-time.After(testTimeout):
+		cancel()
+		t.Fatal("monitor did not start in time")
+	}
+	stopped := false
+	m.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// sendReports sends the reports to the monitor service through the
+// framework, as an application does.
+func sendReports(t *testing.T, addr string, reports ...*monitor.Report) {
+	t.Helper()
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "sender"},
+		References:  map[string]config.ReferenceConfig{"monitor": {Interface: monitor.ServiceName, URL: addr}},
+	})
+	require.NoError(t, err)
+	defer func() { _ = app.Shutdown(context.Background()) }()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	var c monitor.CollectorClient
+	require.NoError(t, app.Refer(ctx, "monitor", &c))
+	for _, r := range reports {
+		require.NoError(t, c.Collect(ctx, r))
+	}
+}
+
+func TestMonitorAndReport(t *testing.T) {
+	data := t.TempDir()
+	m := startMonitor(t, data)
+	now := time.Now()
+	ms := time.Millisecond
+	shop := reporttest.Report("shop", "10.0.0.9", 1, now.Add(-2*time.Minute), 10*time.Second,
+		reporttest.Row(monitor.Consumer, "shop", "demo.Greeter", "SayHello", "", "shop@10.0.0.9",
+			reporttest.Latencies(100, ms, 9*ms), map[string]int64{monitor.KindTimeout: 2}),
+		reporttest.Row(monitor.Consumer, "shop", "demo.Greeter", "SayHello", "10.0.0.1:20880", "shop@10.0.0.9",
+			reporttest.Latencies(70, ms, 9*ms), map[string]int64{monitor.KindTimeout: 2}),
+		reporttest.Row(monitor.Consumer, "shop", "demo.Greeter", "SayHello", "10.0.0.2:20880", "shop@10.0.0.9",
+			reporttest.Latencies(32, ms, 9*ms), nil))
+	prov := reporttest.Report("hello-provider", "10.0.0.1:20880", 1, now.Add(-2*time.Minute), 10*time.Second,
+		reporttest.Row(monitor.Provider, "hello-provider", "demo.Greeter", "SayHello", "10.0.0.1:20880", "shop@10.0.0.9",
+			reporttest.Latencies(70, ms, 8*ms), nil))
+	// The shop's report arrives twice (a retry): stored once.
+	sendReports(t, m.service, shop, prov, shop)
+
+	out, errOut, code := runCLI(t, "report", "-monitor", "http://"+m.web, "-since", "1h", "-format", "json")
+	require.Equal(t, 0, code, errOut)
+	var sum store.Summary
+	require.NoError(t, json.Unmarshal([]byte(out), &sum))
+	require.Len(t, sum.Rows, 4)
+	calls := map[string]int64{}
+	for _, r := range sum.Rows {
+		calls[r.Side+" "+r.Provider] = r.Calls
+	}
+	assert.Equal(t, map[string]int64{
+		"consumer ": 100, "consumer 10.0.0.1:20880": 70, "consumer 10.0.0.2:20880": 32, "provider 10.0.0.1:20880": 70,
+	}, calls)
+	assert.Equal(t, map[string]int64{"timeout": 2}, sum.Rows[0].FailuresByKind)
+
+	// The same from the data directory, while the server runs.
+	out2, errOut, code := runCLI(t, "report", "-data", data, "-since", "1h", "-format", "json")
+	require.Equal(t, 0, code, errOut)
+	var sum2 store.Summary
+	require.NoError(t, json.Unmarshal([]byte(out2), &sum2))
+	assert.Equal(t, sum.Rows, sum2.Rows)
+
+	// The table: aligned, one line per row, by provider.
+	out, errOut, code = runCLI(t, "report", "-monitor", "http://"+m.web, "-since", "1h", "-by", "provider")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 5, out)
+	assert.Contains(t, lines[0], "3 rows")
+	assert.Regexp(t, `^SIDE +APPLICATION +SERVICE +PROVIDER +CALLS +OK +FAILED +QPS +AVG MS +P50 MS +P99 MS +MAX MS +FAILURES BY KIND$`, lines[1])
+	assert.Regexp(t, `^consumer +shop +demo.Greeter +10.0.0.1:20880 +70 +68 +2 +7 .* timeout=2$`, lines[2])
+	assert.Regexp(t, `^provider +hello-provider +demo.Greeter +10.0.0.1:20880 +70 +70 +0 +7 .* -$`, lines[4])
+	callsCol := strings.Index(lines[1], "CALLS") + len("CALLS")
+	for _, l := range lines[2:] {
+		assert.Equal(t, byte(' '), l[callsCol], "numbers end under their heading: %q", l)
+		assert.NotEqual(t, byte(' '), l[callsCol-1], "numbers end under their heading: %q", l)
+	}
+
+	out, errOut, code = runCLI(t, "report", "-data", data, "-since", "1h", "-format", "csv", "-by", "method")
+	require.Equal(t, 0, code, errOut)
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	assert.Equal(t, []string{"consumer", "shop", "demo.Greeter", "SayHello", "", "", "100", "98", "2", "0", "2"}, recs[1][:11])
+
+	// A restart keeps the history.
+	m.stop()
+	m = startMonitor(t, data)
+	out, errOut, code = runCLI(t, "report", "-monitor", "http://"+m.web, "-since", "1h", "-format", "json")
+	require.Equal(t, 0, code, errOut)
+	var sum3 store.Summary
+	require.NoError(t, json.Unmarshal([]byte(out), &sum3))
+	assert.Equal(t, sum.Rows, sum3.Rows)
+	sendReports(t, m.service, shop)
+	out, _, code = runCLI(t, "report", "-monitor", "http://"+m.web, "-since", "1h", "-format", "json", "-by", "method", "-service", "demo.Greeter")
+	require.Equal(t, 0, code)
+	sum3 = store.Summary{}
+	require.NoError(t, json.Unmarshal([]byte(out), &sum3))
+	assert.EqualValues(t, 100, sum3.Rows[0].Calls, "the re-sent report is still a duplicate after the restart")
+}
+
+func TestReportFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-format", "xml"}, 2, `unknown -format "xml" (known: table, json, csv)`},
+		{[]string{"-by", "host"}, 2, `unknown -by "host" (known: provider, consumer, method)`},
+		{[]string{"-since", "soon"}, 2, `since "soon": want a duration`},
+		{[]string{"-monitor", "http://x", "-data", "/tmp"}, 2, "give -monitor or -data, not both"},
+		{[]string{"-data", "/nonexistent/minidubbo"}, 1, "no monitor data in /nonexistent/minidubbo"},
+		{[]string{"-monitor", "ftp://x"}, 1, "want http://host:port"},
+	} {
+		_, errOut, code := runCLI(t, append([]string{"report"}, tc.args...)...)
+		assert.Equal(t, tc.code, code, "%v", tc.args)
+		assert.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
+	_, errOut, code := runCLI(t, "monitor", "-retention", "forever")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `-retention "forever"`)
+}
