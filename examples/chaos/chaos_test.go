@@ -138,6 +138,28 @@ var scenarios = []scenario{
 		e.noteRegistry(end)
 		return end, providers, consumers
 	}},
+	{name: "provider SIGKILL while ZooKeeper is down", fault: func(e *env) (time.Time, []string, []string) {
+		s := e.zk.Servers[0]
+		s.Kill()
+		e.sleep(e.tm.away)
+		p1 := e.provs["p1"]
+		e.kill(p1, syscall.SIGKILL)
+		e.sleep(e.tm.away)
+		s.Start()
+		back := time.Now()
+		// p1's node lingers until its session expires on the server.
+		if e.waitFor(3*sessionTimeout+stepTimeout/4, func() bool {
+			got, ok := e.registered()
+			return ok && !slices.Contains(got, p1.addr)
+		}) {
+			e.notef("dead p1's node listed until %s after ZooKeeper returned", secs(time.Since(back)))
+		} else {
+			e.notef("dead p1 still listed %s after ZooKeeper returned", secs(time.Since(back)))
+		}
+		end := time.Now()
+		e.startProvider("p1", 0)
+		return end, []string{"p1"}, consumers
+	}},
 	{name: "ZooKeeper restarted with its data wiped", fault: func(e *env) (time.Time, []string, []string) {
 		s := e.zk.Servers[0]
 		s.Kill()
@@ -206,6 +228,15 @@ var scenarios = []scenario{
 		s.Start()
 		e.noteRegistry(time.Now())
 		return end, providers, []string{"c2"}
+	}},
+	{name: "provider nodes deleted (registry says empty) 5 s", fault: func(e *env) (time.Time, []string, []string) {
+		n := e.deleteProviderNodes()
+		e.notef("%d provider nodes deleted", n)
+		e.sleep(e.tm.netFault)
+		// A provider that starts now brings a non-empty list again.
+		end := time.Now()
+		e.startProvider("p4", 0)
+		return end, []string{"p4"}, consumers
 	}},
 	{name: "burst: 5,000 concurrent callers for 10 s", fault: func(e *env) (time.Time, []string, []string) {
 		p := e.startConsumer("burst", e.tm.burstCallers, 0, e.tm.burst)
@@ -552,6 +583,25 @@ func (e *env) registered() (addrs []string, ok bool) {
 type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
+
+// deleteProviderNodes deletes every provider node from ZooKeeper, as a
+// careless operator or cleanup script would, and returns how many.
+func (e *env) deleteProviderNodes() int {
+	if _, ok := e.registered(); !ok { // connects e.zkc
+		e.t.Fatal("ZooKeeper does not answer")
+	}
+	dir := "/dubbo/" + chaossvc.Interface + "/providers"
+	kids, _, err := e.zkc.Children(dir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, k := range kids {
+		if err := e.zkc.Delete(dir+"/"+k, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			e.t.Fatal(err)
+		}
+	}
+	return len(kids)
+}
 
 var hostPort = regexp.MustCompile(`^dubbo://([^/]+)/`)
 

@@ -11,10 +11,12 @@
 //	go test -run TestChaos ./examples/chaos/ -chaos.full -chaos.only zk -v
 //
 // Scenarios: provider SIGKILL, SIGSTOP for 10 s, SIGTERM, restart on the
-// same port; ZooKeeper down 30 s, restarted with its data wiped, session
-// expiry forced by a partition, ensemble leader then follower killed; a
-// consumer restarted while ZooKeeper is down; a burst of 5,000 concurrent
-// callers; network delay and connection loss between the consumers and one
+// same port, SIGKILL while ZooKeeper is down; ZooKeeper down 30 s,
+// restarted with its data wiped, session expiry forced by a partition,
+// ensemble leader then follower killed; every provider node deleted (the
+// registry says the list is empty); a consumer restarted while ZooKeeper
+// is down; a burst of 5,000 concurrent callers; network delay and
+// connection loss between the consumers and one
 // provider (a TCP proxy in the harness, registered in the provider's place
 // with the protocol's register_address).
 package chaos
