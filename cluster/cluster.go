@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +49,10 @@ const (
 	DefaultFailbackBackoff = 5 * time.Second
 )
 
-// Options configure a cluster invoker. The zero value means defaults.
+// Options configure a cluster invoker. Start from DefaultOptions; in the
+// zero value, a field that has no meaning at zero (a strategy, a balancer,
+// forks, failback settings) takes its default, and Retries is 0: no
+// retries.
 type Options struct {
 	// Strategy names the fault-tolerance strategy (default failover).
 	Strategy string
@@ -67,9 +69,12 @@ type Options struct {
 	// BalancerOptions are passed to the load balancer's factory.
 	BalancerOptions []loadbalance.Option
 	// Retries is how many times failover retries a failed call on another
-	// provider: 0 means DefaultRetries (2, so 3 attempts), a negative value
-	// means none. A call's "retries" attachment overrides it.
+	// provider: 0 means none, DefaultOptions sets DefaultRetries (2, so 3
+	// attempts). Negative is an error, as in config.
 	Retries int
+	// MethodRetries overrides Retries per method name. Settings stay in the
+	// consumer: nothing a call carries (no attachment) changes them.
+	MethodRetries map[string]int
 	// Forks is how many providers forking calls at once (default 2).
 	Forks int
 	// Routers narrow the provider list, in order, on every call.
@@ -97,7 +102,45 @@ type Options struct {
 	Now func() time.Time
 }
 
+// DefaultOptions returns the options of a failover cluster over the random
+// balancer with DefaultRetries, DefaultForks and the failback defaults.
+func DefaultOptions() Options {
+	return Options{
+		Strategy:        DefaultStrategy,
+		LoadBalance:     loadbalance.Default,
+		Retries:         DefaultRetries,
+		Forks:           DefaultForks,
+		FailbackRetries: DefaultFailbackRetries,
+		FailbackQueue:   DefaultFailbackQueue,
+		FailbackBackoff: DefaultFailbackBackoff,
+		FailbackTimeout: protocol.DefaultTimeout,
+	}
+}
+
+// Validate reports the first setting that is out of range: a negative
+// count or duration.
+func (o Options) Validate() error {
+	if o.Retries < 0 {
+		return fmt.Errorf("cluster: retries %d: must not be negative", o.Retries)
+	}
+	for m, n := range o.MethodRetries {
+		if n < 0 {
+			return fmt.Errorf("cluster: retries %d of method %s: must not be negative", n, m)
+		}
+	}
+	if o.Forks < 0 {
+		return fmt.Errorf("cluster: forks %d: must not be negative", o.Forks)
+	}
+	if o.FailbackRetries < 0 || o.FailbackQueue < 0 || o.FailbackBackoff < 0 || o.FailbackTimeout < 0 {
+		return errors.New("cluster: failback options must not be negative")
+	}
+	return nil
+}
+
 func (o Options) withDefaults() (Options, error) {
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
 	if o.Strategy == "" {
 		o.Strategy = DefaultStrategy
 	}
@@ -107,26 +150,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Balancers == nil {
 		o.Balancers = loadbalance.Builtin()
 	}
-	switch {
-	case o.Retries == 0:
-		o.Retries = DefaultRetries
-	case o.Retries < 0:
-		o.Retries = 0
-	}
 	if o.Forks == 0 {
 		o.Forks = DefaultForks
-	}
-	if o.Forks < 0 {
-		return o, fmt.Errorf("cluster: forks %d: must be positive", o.Forks)
 	}
 	if o.FailbackRetries == 0 {
 		o.FailbackRetries = DefaultFailbackRetries
 	}
 	if o.FailbackQueue == 0 {
 		o.FailbackQueue = DefaultFailbackQueue
-	}
-	if o.FailbackRetries < 0 || o.FailbackQueue < 0 || o.FailbackBackoff < 0 || o.FailbackTimeout < 0 {
-		return o, errors.New("cluster: failback options must not be negative")
 	}
 	if o.FailbackBackoff == 0 {
 		o.FailbackBackoff = DefaultFailbackBackoff
@@ -229,22 +260,23 @@ func (t *Table) Names() []string { return t.t.Names() }
 // Safe for concurrent use. Close stops the strategy's background work; the
 // directory belongs to whoever created it.
 type Invoker struct {
-	dir      Directory
-	url      *protocol.URL
-	lb       loadbalance.LoadBalance
-	stats    *loadbalance.Stats
-	strategy Strategy
-	routing  atomic.Pointer[routing]
-	state    atomic.Pointer[state]
-	mu       sync.Mutex // serializes building a new state
-	log      *zap.Logger
-	now      func() time.Time
-	retries  int
-	forks    int
-	name     string
-	closed   atomic.Bool
-	once     sync.Once
-	closeErr error
+	dir           Directory
+	url           *protocol.URL
+	lb            loadbalance.LoadBalance
+	stats         *loadbalance.Stats
+	strategy      Strategy
+	routing       atomic.Pointer[routing]
+	state         atomic.Pointer[state]
+	mu            sync.Mutex // serializes building a new state
+	log           *zap.Logger
+	now           func() time.Time
+	retries       int
+	methodRetries map[string]int
+	forks         int
+	name          string
+	closed        atomic.Bool
+	once          sync.Once
+	closeErr      error
 }
 
 var (
@@ -263,7 +295,7 @@ func New(dir Directory, opts Options) (*Invoker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Invoker{dir: dir, url: o.URL, log: o.Logger, now: o.Now, retries: o.Retries, forks: o.Forks, name: o.Strategy}
+	c := &Invoker{dir: dir, url: o.URL, log: o.Logger, now: o.Now, retries: o.Retries, methodRetries: maps.Clone(o.MethodRetries), forks: o.Forks, name: o.Strategy}
 	c.lb = o.Balancer
 	if c.lb == nil {
 		// Fresh statistics unless BalancerOptions bring shared ones (several
@@ -331,13 +363,11 @@ func (c *Invoker) SetRouters(rs []Router) {
 // Stats returns the per-provider statistics the invoker records.
 func (c *Invoker) Stats() *loadbalance.Stats { return c.stats }
 
-// Retries returns how many times a failed call may be retried: the call's
-// "retries" attachment when it is a number, else the configured value.
+// Retries returns how many times a failed call of inv's method may be
+// retried: Options.MethodRetries for the method, else Options.Retries.
 func (c *Invoker) Retries(inv *protocol.Invocation) int {
-	if v := inv.Attachment(protocol.KeyRetries); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			return n
-		}
+	if n, ok := c.methodRetries[inv.Method]; ok {
+		return n
 	}
 	return c.retries
 }

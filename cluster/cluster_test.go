@@ -35,6 +35,8 @@ func TestStrategyTable(t *testing.T) {
 	require.Error(t, err)
 	_, err = New(NewStatic(), Options{Forks: -1})
 	require.Error(t, err)
+	_, err = New(NewStatic(), Options{Retries: -1})
+	require.EqualError(t, err, "cluster: retries -1: must not be negative")
 
 	tb := Builtin()
 	require.Error(t, tb.Register(Failover, func(Options) (Strategy, error) { return nil, nil }))
@@ -80,7 +82,7 @@ func TestFailover(t *testing.T) {
 	t.Run("retries on other providers until one answers", func(t *testing.T) {
 		fs := fakes(3)
 		fs[0].answer, fs[1].answer = connLost, connLost
-		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin})
+		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
 		var reply string
 		inv := invocation("m")
 		inv.Reply = &reply
@@ -94,7 +96,7 @@ func TestFailover(t *testing.T) {
 		for _, f := range fs {
 			f.answer = connLost
 		}
-		c := newCluster(t, static(fs), Options{Retries: -1})
+		c := newCluster(t, static(fs), Options{Retries: 0})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		require.ErrorIs(t, err, status.ErrConnLost)
 		assert.Regexp(t, `^cluster: failover demo.Greeter:1.0.m: 1 attempt failed: attempt 1 on 127.0.0.\d:20880: connection lost$`, err.Error())
@@ -104,7 +106,7 @@ func TestFailover(t *testing.T) {
 		for _, f := range fs {
 			f.answer = func(context.Context, int64) error { return status.ErrTimeout }
 		}
-		c := newCluster(t, static(fs), Options{})
+		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		require.ErrorIs(t, err, status.ErrTimeout)
 		assert.ErrorContains(t, err, "cluster: failover demo.Greeter:1.0.m: 3 attempts failed")
@@ -121,7 +123,7 @@ func TestFailover(t *testing.T) {
 				return &service.Error{Code: 5, Message: "no such user", Remote: true}
 			}
 		}
-		c := newCluster(t, static(fs), Options{})
+		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		var se *service.Error
 		require.ErrorAs(t, err, &se)
@@ -133,7 +135,7 @@ func TestFailover(t *testing.T) {
 		for _, f := range fs {
 			f.answer = func(context.Context, int64) error { return status.ErrServiceNotFound }
 		}
-		c := newCluster(t, static(fs), Options{})
+		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		require.ErrorIs(t, err, status.ErrServiceNotFound)
 		assert.Equal(t, int64(1), sum(counts(fs)))
@@ -143,13 +145,13 @@ func TestFailover(t *testing.T) {
 		fs[0].answer = func(context.Context, int64) error { return status.ErrServerBusy }
 		fs[1].answer = func(context.Context, int64) error { return status.ErrBadRequest }
 		fs[2].answer = fs[0].answer
-		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin})
+		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		require.ErrorIs(t, err, status.ErrBadRequest)
 		require.ErrorIs(t, err, status.ErrServerBusy)
 		assert.Equal(t, []int64{1, 1, 0}, counts(fs))
 	})
-	t.Run("retries option and attachment", func(t *testing.T) {
+	t.Run("retries option, per method, never from attachments", func(t *testing.T) {
 		fs := fakes(5)
 		for _, f := range fs {
 			f.answer = connLost
@@ -158,13 +160,15 @@ func TestFailover(t *testing.T) {
 		_, err := c.Invoke(testCtx(t), invocation("m"))
 		require.Error(t, err)
 		assert.Equal(t, []int64{1, 1, 1, 1, 1}, counts(fs))
-		c = newCluster(t, static(fs), Options{Retries: -1})
+		c = newCluster(t, static(fs), Options{Retries: 0, MethodRetries: map[string]int{"twice": 1}})
 		_, _ = c.Invoke(testCtx(t), invocation("m"))
-		assert.Equal(t, int64(6), sum(counts(fs)))
-		inv := invocation("m")
-		inv.Attachments = map[string]string{protocol.KeyRetries: "1"}
-		_, _ = c.Invoke(testCtx(t), inv)
+		assert.Equal(t, int64(6), sum(counts(fs)), "0 means no retry")
+		_, _ = c.Invoke(testCtx(t), invocation("twice"))
 		assert.Equal(t, int64(8), sum(counts(fs)))
+		inv := invocation("m")
+		inv.Attachments = map[string]string{protocol.KeyRetries: "3"}
+		_, _ = c.Invoke(testCtx(t), inv)
+		assert.Equal(t, int64(9), sum(counts(fs)), "a retries attachment is the user's, not a setting")
 	})
 	t.Run("more retries than providers reuse them", func(t *testing.T) {
 		fs := fakes(2)
@@ -183,7 +187,7 @@ func TestFailover(t *testing.T) {
 		for _, f := range fs {
 			f.answer = func(context.Context, int64) error { cancel(); return status.ErrTimeout }
 		}
-		c := newCluster(t, static(fs), Options{})
+		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
 		_, err := c.Invoke(ctx, invocation("m"))
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorIs(t, err, status.ErrTimeout)
@@ -192,7 +196,7 @@ func TestFailover(t *testing.T) {
 	t.Run("skips providers that are down", func(t *testing.T) {
 		fs := fakes(3)
 		fs[1].down.Store(true)
-		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin})
+		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
 		for range 10 {
 			_, err := c.Invoke(testCtx(t), invocation("m"))
 			require.NoError(t, err)

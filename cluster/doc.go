@@ -3,11 +3,10 @@
 // fault-tolerance strategy (failover, failfast, failsafe, failback, forking,
 // broadcast) decides what happens when a call fails.
 //
-//	c, err := cluster.New(dir, cluster.Options{
-//		Strategy:    cluster.Failover,         // the default; retries 2
-//		LoadBalance: loadbalance.LeastActive,  // the default is random
-//		Routers:     []cluster.Router{cluster.NewTagRouter()},
-//	})
+//	o := cluster.DefaultOptions()            // failover, 2 retries, random
+//	o.LoadBalance = loadbalance.LeastActive
+//	o.Routers = []cluster.Router{cluster.NewTagRouter()}
+//	c, err := cluster.New(dir, o)
 //	if err != nil { ... } // unknown names list the known ones
 //	defer c.Close()
 //	res, err := c.Invoke(ctx, invocation)

@@ -25,7 +25,9 @@ func Example() {
 		provider("10.0.0.1", status.ErrConnLost), // down: failover retries elsewhere
 		provider("10.0.0.2", nil),
 	)
-	c, err := cluster.New(dir, cluster.Options{LoadBalance: loadbalance.RoundRobin})
+	o := cluster.DefaultOptions() // failover, 2 retries
+	o.LoadBalance = loadbalance.RoundRobin
+	c, err := cluster.New(dir, o)
 	if err != nil {
 		panic(err)
 	}

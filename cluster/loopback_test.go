@@ -97,7 +97,7 @@ func callName(ctx context.Context, c protocol.Invoker, method string) (string, e
 
 func TestLoopbackFailoverAroundStoppedProvider(t *testing.T) {
 	nodes := startNodes(t, "p1", "p2", "p3")
-	c, err := cluster.New(refer(t, nodes), cluster.Options{LoadBalance: loadbalance.RoundRobin})
+	c, err := cluster.New(refer(t, nodes), cluster.Options{LoadBalance: loadbalance.RoundRobin, Retries: cluster.DefaultRetries})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx := loopCtx(t)
@@ -122,7 +122,7 @@ func TestLoopbackFailoverAroundStoppedProvider(t *testing.T) {
 
 func TestLoopbackBusinessErrorNotRetried(t *testing.T) {
 	nodes := startNodes(t, "p1", "p2", "p3")
-	c, err := cluster.New(refer(t, nodes), cluster.Options{})
+	c, err := cluster.New(refer(t, nodes), cluster.Options{Retries: cluster.DefaultRetries})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = callName(loopCtx(t), c, "Fail")

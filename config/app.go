@@ -659,13 +659,15 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 		return nil, fmt.Errorf("config: references.%s.hash: %w", id, err)
 	}
 	bopts = append(bopts, loadbalance.WithStats(stats))
+	methodRetries := map[string]int{}
+	for m, mc := range rc.Methods {
+		if mc.Retries != nil {
+			methodRetries[m] = *mc.Retries
+		}
+	}
 	newCluster := func(lb string) (*cluster.Invoker, error) {
 		if c, ok := byBalancer[lb]; ok {
 			return c, nil
-		}
-		retries := *rc.Retries
-		if retries == 0 {
-			retries = -1 // cluster: negative means none
 		}
 		c, err := cluster.New(dir, cluster.Options{
 			Strategy:        rc.Cluster,
@@ -673,7 +675,8 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 			LoadBalance:     lb,
 			Balancers:       a.balancers,
 			BalancerOptions: bopts,
-			Retries:         retries,
+			Retries:         *rc.Retries,
+			MethodRetries:   methodRetries,
 			Forks:           rc.Forks,
 			FailbackRetries: rc.Failback.Retries,
 			FailbackQueue:   rc.Failback.Queue,
@@ -703,9 +706,6 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 				ref.close()
 				return nil, fmt.Errorf("config: refer %s method %s: %w", id, m, err)
 			}
-		}
-		if mc.Retries != nil {
-			mo.retriesStr = strconv.Itoa(*mc.Retries)
 		}
 		mi.methods[m] = mo
 	}
@@ -860,13 +860,13 @@ func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
 }
 
 type methodOptions struct {
-	invoker    protocol.Invoker
-	retriesStr string
+	invoker protocol.Invoker
 }
 
-// methodInvoker applies the reference's per-method retries and load
-// balancer. (Timeouts are laid over the provider URLs at refer time, see
-// consumerProtocol.)
+// methodInvoker sends each method's calls to the cluster invoker of its
+// load balancer. Retries are the cluster invoker's per-method setting and
+// timeouts are laid over the provider URLs at refer time (see
+// consumerProtocol): no setting rides on the call's attachments.
 type methodInvoker struct {
 	def     protocol.Invoker
 	url     *protocol.URL
@@ -879,16 +879,6 @@ func (m *methodInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*
 	next := m.def
 	if mo, ok := m.methods[inv.Method]; ok {
 		next = mo.invoker
-		if mo.retriesStr != "" {
-			atts := make(map[string]string, len(inv.Attachments)+1)
-			for k, v := range inv.Attachments {
-				atts[k] = v
-			}
-			atts[protocol.KeyRetries] = mo.retriesStr
-			c := *inv
-			c.Attachments = atts
-			inv = &c
-		}
 	}
 	return next.Invoke(ctx, inv)
 }

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -221,7 +222,7 @@ type ShutdownConfig struct {
 const (
 	DefaultRegistryTimeout = 5 * time.Second
 	DefaultSessionTimeout  = 10 * time.Second
-	DefaultRetries         = 2
+	DefaultRetries         = cluster.DefaultRetries
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultProtocol        = "dubbo"
 )

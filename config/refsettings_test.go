@@ -14,6 +14,7 @@ import (
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/registry/memory"
+	"github.com/minidubbo/minidubbo/service"
 )
 
 // who answers with its provider's name and counts its calls.
@@ -27,8 +28,15 @@ func (w *who) Who(_ context.Context, a, b string) (string, error) {
 	return w.name, nil
 }
 
+// Att returns the attachment key as the provider method sees it.
+func (w *who) Att(ctx context.Context, key string) (string, error) {
+	v, _ := service.Attachment(ctx, key)
+	return v, nil
+}
+
 type whoClient struct {
 	Who func(ctx context.Context, a, b string) (string, error)
+	Att func(ctx context.Context, key string) (string, error)
 }
 
 // whoProviders starts n provider applications of test.Who on reg.
@@ -52,6 +60,11 @@ func whoProviders(t *testing.T, reg *memory.Registry, n int) []*who {
 }
 
 func whoConsumer(t *testing.T, reg *memory.Registry, yaml string) whoClient {
+	cl, _ := whoApp(t, reg, yaml)
+	return cl
+}
+
+func whoApp(t *testing.T, reg *memory.Registry, yaml string) (whoClient, *config.Application) {
 	t.Helper()
 	c, err := config.Parse(strings.NewReader(yaml))
 	require.NoError(t, err)
@@ -60,7 +73,7 @@ func whoConsumer(t *testing.T, reg *memory.Registry, yaml string) whoClient {
 	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
 	var cl whoClient
 	require.NoError(t, app.Refer(testCtx(t), "who", &cl))
-	return cl
+	return cl, app
 }
 
 // The consistent-hash key, set from YAML, decides the provider.
@@ -97,8 +110,8 @@ func TestReferenceForksFromYAML(t *testing.T) {
 	ctx := testCtx(t)
 	reg := memory.New()
 	defer reg.Close()
-	ws := whoProviders(t, reg, 3)
-	cl := whoConsumer(t, reg, `
+	whoProviders(t, reg, 3)
+	cl, app := whoApp(t, reg, `
 registries: {mem: {address: "memory://test"}}
 references:
   who: {interface: test.Who, check: true, cluster: forking, forks: 3, failback: {retries: 1, queue: 5, backoff: 1s}}
@@ -107,10 +120,17 @@ references:
 		_, err := cl.Who(ctx, "a", "b")
 		require.NoError(t, err)
 	}
-	for _, w := range ws {
-		// every call went to all three; the losers may still be running
-		require.Eventually(t, func() bool { return w.calls.Load() == 4 }, 10*time.Second, 5*time.Millisecond, w.name)
-	}
+	// every call was tried on all three (the losers are cancelled once
+	// the first answers, so count attempts on the consumer's side)
+	require.Eventually(t, func() bool {
+		per := map[string]int64{}
+		for _, s := range app.Monitor().Snapshot() {
+			if s.Provider != "" {
+				per[s.Provider] += s.Calls
+			}
+		}
+		return len(per) == 3 && per[sortedFirst(per)] == 4 && sum(per) == 12
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 func TestReferenceSettingsValidated(t *testing.T) {
@@ -151,4 +171,42 @@ func TestMemoryRegistryNames(t *testing.T) {
 	assert.Equal(t, "p", name)
 	err = app.Refer(ctx, "otherName", &cl)
 	require.ErrorIs(t, err, cluster.ErrNoProvider)
+}
+
+func sortedFirst(m map[string]int64) string {
+	first := ""
+	for k := range m {
+		if first == "" || k < first {
+			first = k
+		}
+	}
+	return first
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Per-method retries are the consumer's setting: they do not travel to the
+// provider, and a user attachment named "retries" does not change them.
+func TestRetriesStayLocal(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	whoProviders(t, reg, 1)
+	cl := whoConsumer(t, reg, `
+registries: {mem: {address: "memory://test"}}
+references:
+  who: {interface: test.Who, check: true, retries: 0, methods: {Att: {retries: 3}}}
+`)
+	got, err := cl.Att(ctx, "retries")
+	require.NoError(t, err)
+	assert.Empty(t, got, "the retries setting reached the provider")
+	got, err = cl.Att(service.WithAttachment(ctx, "retries", "mine"), "retries")
+	require.NoError(t, err)
+	assert.Equal(t, "mine", got, "a user attachment is the user's")
 }

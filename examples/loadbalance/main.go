@@ -214,7 +214,7 @@ func run(ctx context.Context, c config, w io.Writer) ([]report, error) {
 // c.concurrency goroutines, each starting its next call when the last ends.
 func drive(ctx context.Context, c config, dir *cluster.Static, workers []*Worker, algo string) (report, error) {
 	ref := protocol.NewURL("consumer", "127.0.0.1", 0, Interface, nil)
-	ci, err := cluster.New(dir, cluster.Options{LoadBalance: algo, URL: ref})
+	ci, err := cluster.New(dir, cluster.Options{LoadBalance: algo, Retries: cluster.DefaultRetries, URL: ref})
 	if err != nil {
 		return report{}, err
 	}
