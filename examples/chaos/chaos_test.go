@@ -251,6 +251,11 @@ var scenarios = []scenario{
 		} else {
 			e.notef("the burst's %d callers made %d calls in %s, %d failed", e.tm.burstCallers, sum.Calls, secs(time.Since(start)), sum.Failed)
 		}
+		var peaks []string
+		for _, name := range providers {
+			peaks = append(peaks, name+" "+peakRSS(e.provs[name]))
+		}
+		e.notef("peak RSS: burst consumer %s, %s", peakRSS(p), strings.Join(peaks, ", "))
 		delete(e.cons, "burst")
 		return time.Time{}, nil, nil
 	}},
@@ -343,12 +348,16 @@ func (r row) recoveryString() string {
 	return secs(r.recovery)
 }
 
+func millis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+}
+
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s" }
 
 func formatTable(rows []row, wall time.Duration) string {
 	var b strings.Builder
-	b.WriteString("| scenario | calls | failed | lost | duplicated | recovery | notes |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("| scenario | calls | failed | lost | duplicated | recovery | p99 | notes |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, r := range rows {
 		notes := slices.Clone(r.notes)
 		if r.tally.Failed > 0 {
@@ -370,8 +379,8 @@ func formatTable(rows []row, wall time.Duration) string {
 			notes = append(notes, fmt.Sprintf("%d never answered", r.tally.Unanswered))
 		}
 		notes = append(notes, "took "+secs(r.wall))
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s |\n", r.name, r.tally.Calls, r.tally.Failed,
-			r.tally.Lost(), r.tally.Duplicated, r.recoveryString(), strings.Join(notes, "; "))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s |\n", r.name, r.tally.Calls, r.tally.Failed,
+			r.tally.Lost(), r.tally.Duplicated, r.recoveryString(), millis(r.tally.P99), strings.Join(notes, "; "))
 	}
 	fmt.Fprintf(&b, "\n%d scenarios in %s; steady load: 2 consumers x 8 callers, 20 ms apart; failover, 2 retries, %s per attempt; ZooKeeper session %s.\n",
 		len(rows), wall.Round(time.Second), callTimeout, sessionTimeout)
@@ -827,6 +836,31 @@ func (e *env) killAll() {
 		_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
 		<-p.done
 	}
+}
+
+// peakRSS is the process's peak resident memory: from its rusage once it
+// exited, else from /proc.
+func peakRSS(p *proc) string {
+	kb := int64(-1)
+	select {
+	case <-p.done:
+		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			kb = ru.Maxrss // KiB on Linux
+		}
+	default:
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+					kb, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				}
+			}
+		}
+	}
+	if kb < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(kb/1024, 10) + " MiB"
 }
 
 // lineWriter is a process's stdout: it hands the first line over and

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -169,6 +170,9 @@ type Tally struct {
 	Unknown int64
 	// FailedKinds counts failed calls by error kind.
 	FailedKinds map[string]int64
+	// P50, P99 and Max are the consumers' call times (succeeded and
+	// failed calls, retries included).
+	P50, P99, Max time.Duration
 }
 
 // Lost is the number of lost calls: succeeded but never executed, or sent
@@ -220,6 +224,7 @@ func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 	t := Tally{FailedKinds: map[string]int64{}}
 	state := map[string]byte{}
 	elapsed := map[string]time.Duration{}
+	var times []time.Duration
 	for _, path := range consumerFiles {
 		err := eachLine(path, func(line []byte) error {
 			tag, rest, _ := bytes.Cut(line, []byte{' '})
@@ -243,6 +248,7 @@ func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 					return fmt.Errorf("bad elapsed time %q", fields[3])
 				}
 				elapsed[id] = time.Duration(el)
+				times = append(times, time.Duration(el))
 				if tag[0] == 'O' {
 					state[id] = ok
 				} else {
@@ -272,6 +278,12 @@ func Analyze(consumerFiles, providerFiles []string) (Tally, error) {
 		}
 	}
 	t.Calls = int64(len(state))
+	if len(times) > 0 {
+		slices.Sort(times)
+		t.P50 = times[(len(times)-1)*50/100]
+		t.P99 = times[(len(times)-1)*99/100]
+		t.Max = times[len(times)-1]
+	}
 	for id, s := range state {
 		n := executed[id]
 		switch s {

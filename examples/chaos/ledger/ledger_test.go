@@ -60,6 +60,9 @@ func TestAnalyze(t *testing.T) {
 	assert.Equal(t, int64(6), tl.Executions)
 	assert.Equal(t, int64(1), tl.FailedButExecuted)
 	assert.Equal(t, "no_provider 1, timeout 1", tl.Kinds())
+	assert.Equal(t, time.Duration(0), tl.P50)
+	assert.Equal(t, time.Duration(0), tl.P99, "5 of 6 ended calls took 0")
+	assert.Equal(t, 1500*time.Millisecond, tl.Max)
 }
 
 func TestAnalyzeRejectsBadLedgers(t *testing.T) {
