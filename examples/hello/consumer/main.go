@@ -62,6 +62,7 @@ func run() (int, error) {
 	timeout := flag.Duration("timeout", time.Second, "timeout per call")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	verbose := flag.Bool("v", false, "log registry and connection events to stderr")
+	reportInterval := flag.Duration("report-interval", 0, "send call counts to the monitor service, found in the registry, this often (at least 1s; 0: do not report)")
 	flag.Parse()
 	if *calls < 0 || *duration < 0 || *concurrency < 1 {
 		return 2, errors.New("-calls and -duration must not be negative, -concurrency must be at least 1")
@@ -78,6 +79,7 @@ func run() (int, error) {
 	app, err := config.New(&config.Config{
 		Application: config.ApplicationConfig{Name: "hello-consumer"},
 		Registries:  map[string]config.RegistryConfig{"default": {Address: *reg}},
+		Monitor:     config.MonitorConfig{Interval: *reportInterval},
 		References: map[string]config.ReferenceConfig{"greeter": {
 			Interface: greeter.Interface, LoadBalance: *lb, Cluster: *cl, Retries: &r, Timeout: *timeout,
 		}},

@@ -31,6 +31,7 @@ func run() error {
 	name := flag.String("name", "", "name shown in replies (default: the host:port)")
 	warmup := flag.Duration("warmup", 0, "warm-up period over which the weight grows (0: none)")
 	verbose := flag.Bool("v", false, "log registry and connection events")
+	reportInterval := flag.Duration("report-interval", 0, "send call counts to the monitor service, found in the registry, this often (at least 1s; 0: do not report)")
 	flag.Parse()
 
 	log := zap.NewNop()
@@ -43,6 +44,7 @@ func run() error {
 		Application: config.ApplicationConfig{Name: "hello-provider"},
 		Registries:  map[string]config.RegistryConfig{"default": {Address: *reg}},
 		Protocols:   map[string]config.ProtocolConfig{"dubbo": {Port: *port}},
+		Monitor:     config.MonitorConfig{Interval: *reportInterval},
 		Services: map[string]config.ServiceConfig{"greeter": {
 			Interface: greeter.Interface, Weight: &w, Warmup: &wu,
 		}},
