@@ -40,7 +40,8 @@ var ErrTokenMismatch = errors.New("config: invalid token")
 type Option func(*Application) error
 
 // WithLogger sets the logger of the application and of every component it
-// builds (default zap.NewNop()).
+// builds (default: the one Config.Logging describes, warnings and errors to
+// standard error).
 func WithLogger(l *zap.Logger) Option {
 	return func(a *Application) error {
 		if l == nil {
@@ -145,7 +146,6 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	}
 	a := &Application{
 		cfg:        cloneConfig(*c),
-		log:        zap.NewNop(),
 		balancers:  loadbalance.Builtin(),
 		strategies: cluster.Builtin(),
 		registries: map[string]registry.Registry{},
@@ -160,6 +160,9 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	}
 	if err := a.cfg.validate(a.balancers.Names(), a.strategies.Names()); err != nil {
 		return nil, err
+	}
+	if a.log == nil {
+		a.log = a.cfg.Logging.newLogger(nil)
 	}
 	a.monitor = monitor.New(monitor.WithIdentity(a.cfg.Application.Name, consumerHost), monitor.WithClassifier(classify))
 	po := a.protoOpts
@@ -430,7 +433,14 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	}
 	regs, err := a.registriesFor(sc.Registries)
 	if err == nil {
-		for _, r := range regs {
+		for i, r := range regs {
+			regID := a.registryIDs(sc.Registries)[i]
+			if check := a.cfg.Registries[regID].Check; check == nil || *check {
+				if err = a.awaitRegistry(ctx, regID, r, "service "+id); err != nil {
+					err = fmt.Errorf("config: export %s: %w", id, err)
+					break
+				}
+			}
 			if err = r.Register(ctx, real); err != nil {
 				err = fmt.Errorf("config: export %s: register: %w", id, err)
 				break
@@ -727,34 +737,51 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 			}
 			ref.subs = append(ref.subs, r)
 			// Consumers register themselves too, as Dubbo's do; a failure
-			// here does not stop calls.
-			if err := r.Register(ctx, consumer); err != nil {
+			// here does not stop calls, and a registry that does not answer
+			// now gets the registration in the background.
+			rctx := ctx
+			if hr, ok := r.(registry.HealthReporter); ok && !hr.Health(nil).Connected {
+				var cancel context.CancelFunc
+				rctx, cancel = context.WithCancel(ctx)
+				cancel()
+			}
+			if err := r.Register(rctx, consumer); err != nil {
 				a.log.Warn("register consumer", zap.String("reference", id), zap.Error(err))
 			}
 		}
 		// Wait for the first provider list (from the registry, or from the
 		// cache when the registry is unreachable), so that the first call
 		// does not fail for want of a list that is on its way.
-		wctx, cancel := context.WithTimeout(ctx, a.referWait(rc.Registries))
-		err = ref.dir.WaitReady(wctx)
+		wait := a.referWait(rc.Registries)
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		if err = ref.dir.WaitReady(wctx); err != nil {
+			err = fmt.Errorf("%w %s: no provider list within %v (%w)", cluster.ErrNoProvider, consumer.ServiceKey(), wait, err)
+		}
 		cancel()
 		if rc.Check {
 			if err == nil && len(ref.dir.Snapshot().Invokers()) == 0 {
 				err = fmt.Errorf("%w %s", cluster.ErrNoProvider, consumer.ServiceKey())
 			}
 			if err != nil {
+				asked := a.describeRegistries(a.registryIDs(rc.Registries), ref.subs, consumer)
 				ref.close()
-				return nil, fmt.Errorf("config: refer %s: check: %w", id, err)
+				return nil, fmt.Errorf("config: refer %s: check: %w; asked %s", id, err, asked)
 			}
 		} else if err != nil {
-			a.log.Warn("no provider list yet; calls fail until one arrives", zap.String("reference", id), zap.Error(err))
+			a.log.Warn("no provider list yet (registry unreachable and nothing cached?); calls fail until one arrives",
+				zap.String("reference", id), zap.String("service", consumer.ServiceKey()),
+				zap.String("registries", a.describeRegistries(a.registryIDs(rc.Registries), ref.subs, consumer)), zap.Error(err))
 		}
 	}
 	// The call-level counts go above the cluster: once per call, whether
 	// or not it reached a provider.
 	var head protocol.Invoker = mi
+	if ref.dir != nil {
+		regIDs, regs := a.registryIDs(rc.Registries), ref.subs
+		head = explainingInvoker{Invoker: mi, explain: func() string { return a.describeRegistries(regIDs, regs, consumer) }}
+	}
 	if counted {
-		head = protocol.Chain(mi, a.monitor.CallFilter())
+		head = protocol.Chain(head, a.monitor.CallFilter())
 	}
 	if err := bind(head); err != nil {
 		ref.close()

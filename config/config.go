@@ -36,6 +36,8 @@ type Config struct {
 	// Monitor sends call counts to the monitor service and serves them
 	// to Prometheus.
 	Monitor MonitorConfig `yaml:"monitor"`
+	// Logging sets up the default logger (warnings and errors to stderr).
+	Logging LoggingConfig `yaml:"logging"`
 }
 
 // MonitorConfig configures reporting call counts. The application counts
@@ -83,6 +85,11 @@ type RegistryConfig struct {
 	// Username and Password are digest credentials, both or neither.
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	// Check makes Export wait up to Timeout for the registry to answer and
+	// fail, naming the registry, when it does not (default true, as
+	// Dubbo's register check). false registers in the background as soon
+	// as the registry answers.
+	Check *bool `yaml:"check"`
 	// CacheFile is where provider lists are kept on disk; empty means the
 	// default under the user's cache directory, "-" turns the cache off.
 	CacheFile string `yaml:"cache_file"`
@@ -330,7 +337,7 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 	checkRegs := func(key string, ids []string) {
 		for _, id := range ids {
 			if _, ok := c.Registries[id]; !ok {
-				bad("%s.registries: unknown registry %q (known: %s)", key, id, strings.Join(sortedKeys(c.Registries), ", "))
+				bad("%s.registries: unknown registry %q%s (known: %s)", key, id, suggest(id, sortedKeys(c.Registries)), strings.Join(sortedKeys(c.Registries), ", "))
 			}
 		}
 	}
@@ -383,10 +390,10 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 			r.Cluster = "failover"
 		}
 		if loadBalances != nil && !slices.Contains(loadBalances, r.LoadBalance) {
-			bad("%s.loadbalance: unknown %q (known: %s)", key, r.LoadBalance, strings.Join(loadBalances, ", "))
+			bad("%s.loadbalance: unknown %q%s (known: %s)", key, r.LoadBalance, suggest(r.LoadBalance, loadBalances), strings.Join(loadBalances, ", "))
 		}
 		if clusters != nil && !slices.Contains(clusters, r.Cluster) {
-			bad("%s.cluster: unknown %q (known: %s)", key, r.Cluster, strings.Join(clusters, ", "))
+			bad("%s.cluster: unknown %q%s (known: %s)", key, r.Cluster, suggest(r.Cluster, clusters), strings.Join(clusters, ", "))
 		}
 		if r.Retries == nil {
 			n := DefaultRetries
@@ -424,7 +431,7 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 				bad("%s.retries %d: must not be negative", mkey, *mc.Retries)
 			}
 			if mc.LoadBalance != "" && loadBalances != nil && !slices.Contains(loadBalances, mc.LoadBalance) {
-				bad("%s.loadbalance: unknown %q (known: %s)", mkey, mc.LoadBalance, strings.Join(loadBalances, ", "))
+				bad("%s.loadbalance: unknown %q%s (known: %s)", mkey, mc.LoadBalance, suggest(mc.LoadBalance, loadBalances), strings.Join(loadBalances, ", "))
 			}
 		}
 		c.References[id] = r
@@ -443,6 +450,9 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 		if m.BufferReports < 0 || m.BufferBytes < 0 {
 			bad("monitor: buffer bounds must not be negative")
 		}
+	}
+	for _, msg := range c.Logging.validate() {
+		bad("%s", msg)
 	}
 	if c.Shutdown.Timeout < 0 || c.Shutdown.Wait < 0 {
 		bad("shutdown: timeouts must not be negative")

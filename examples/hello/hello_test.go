@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +125,42 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, string(out), `unknown "nope"`)
 	assert.Contains(t, string(out), "roundrobin")
+}
+
+// TestHelloRegistryUnreachable: with no ZooKeeper, the provider does not
+// claim to serve and the consumer does not wait silently; both exit
+// non-zero naming the registry they could not reach.
+func TestHelloRegistryUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	for _, prog := range []string{"provider", "consumer"} {
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", prog, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := "zookeeper://" + l.Addr().String()
+	require.NoError(t, l.Close())
+
+	run := func(prog string, args ...string) (stdout, stderr string, code int) {
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, prog), append([]string{"-registry", addr}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+dir) // no cached provider list
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s exited 0: %s %s", prog, o.String(), e.String())
+		return o.String(), e.String(), ee.ExitCode()
+	}
+	out, errOut, code := run("provider")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out, "no 'serving' line")
+	assert.Contains(t, errOut, "provider: config: export greeter: registry unreachable: registry default ("+addr+") did not answer within 5s; "+
+		"service greeter not registered (set registries.default.check: false to register in the background once it answers)")
+
+	_, errOut, code = run("consumer", "-calls", "1")
+	assert.Equal(t, 2, code)
+	assert.Regexp(t, `consumer: config: refer greeter: check: cluster: no provider demo\.hello\.Greeter: no provider list within 5s .*; `+
+		`asked registry default: `+regexp.QuoteMeta(addr)+` \(not connected for [\d.]+m?s; never listed the providers\)`, errOut)
 }

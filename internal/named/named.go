@@ -47,13 +47,15 @@ func (t *Table[T]) Register(name string, v T) error {
 }
 
 // Get returns the value registered under name. An unknown name is an error
-// that lists Names(), e.g. `loadbalance: unknown "rr" (known: random, roundrobin)`.
+// that suggests the nearest name and lists Names(), e.g.
+// `loadbalance: unknown "roundrobn"; did you mean "roundrobin"? (known: random, roundrobin)`.
 func (t *Table[T]) Get(name string) (T, error) {
 	t.mu.RLock()
 	v, ok := t.m[name]
 	t.mu.RUnlock()
 	if !ok {
-		return v, fmt.Errorf("%s: unknown%s %q (known: %s)", t.pkg, t.noun, name, strings.Join(t.Names(), ", "))
+		names := t.Names()
+		return v, fmt.Errorf("%s: unknown%s %q%s (known: %s)", t.pkg, t.noun, name, DidYouMean(name, names), strings.Join(names, ", "))
 	}
 	return v, nil
 }

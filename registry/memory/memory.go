@@ -250,3 +250,21 @@ func (r *Registry) Close() error {
 	r.wg.Wait()
 	return nil
 }
+
+// Health reports the registry as always connected, with the providers of
+// consumer's interface (all versions and groups) counted.
+func (r *Registry) Health(consumer *protocol.URL) registry.Health {
+	h := registry.Health{Address: "memory://", Connected: true, Listed: consumer != nil}
+	if consumer == nil {
+		return h
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.urls[registry.CategoryProviders][consumer.Interface()]
+	all := make([]*protocol.URL, 0, len(m))
+	for _, u := range m {
+		all = append(all, u)
+	}
+	h.Registered = registry.Summarize(all)
+	return h
+}

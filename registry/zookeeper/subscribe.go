@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -23,6 +24,9 @@ type sub struct {
 	// bad holds the malformed child names already reported, so each is
 	// logged and counted once per subscription (only its goroutine uses it).
 	bad map[string]struct{}
+	// seen counts the providers of the interface last listed, of every
+	// version and group (nil until the first listing), for Health.
+	seen atomic.Pointer[[]registry.Registered]
 }
 
 // maxBadRemembered bounds sub.bad.
@@ -286,7 +290,34 @@ func (r *Registry) parseProviders(s *sub, p string, kids []string) []*protocol.U
 		}
 		urls = append(urls, u)
 	}
+	seen := registry.Summarize(urls)
+	s.seen.Store(&seen)
 	return registry.Filter(s.consumer, urls)
+}
+
+// Health reports the registry's address, whether a session is up, and
+// what the last listing of consumer's interface held (every version and
+// group), when a subscription to it has listed it.
+func (r *Registry) Health(consumer *protocol.URL) registry.Health {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := registry.Health{Address: "zookeeper://" + r.address, Connected: r.hasSession, Since: r.lostAt}
+	if r.hasSession {
+		h.Since = r.upAt
+	}
+	if consumer == nil {
+		return h
+	}
+	for s := range r.subs {
+		if s.consumer.Interface() != consumer.Interface() {
+			continue
+		}
+		if seen := s.seen.Load(); seen != nil {
+			h.Listed, h.Registered = true, *seen
+			break
+		}
+	}
+	return h
 }
 
 func sameURLs(a, b []*protocol.URL) bool {

@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/hello/greeter"
@@ -71,9 +69,11 @@ func run() (int, error) {
 		*calls = 1000
 	}
 
-	log := zap.NewNop()
+	// Warnings and errors go to stderr (config's default); -v adds the
+	// registry, session and provider-list events.
+	logging := config.LoggingConfig{}
 	if *verbose {
-		log, _ = zap.NewDevelopment()
+		logging.Level = "info"
 	}
 	r := *retries
 	app, err := config.New(&config.Config{
@@ -82,8 +82,10 @@ func run() (int, error) {
 		Monitor:     config.MonitorConfig{Interval: *reportInterval},
 		References: map[string]config.ReferenceConfig{"greeter": {
 			Interface: greeter.Interface, LoadBalance: *lb, Cluster: *cl, Retries: &r, Timeout: *timeout,
+			Check: true, // no provider (and a registry that cannot be reached): say so and exit 2
 		}},
-	}, config.WithLogger(log))
+		Logging: logging,
+	})
 	if err != nil {
 		return 2, err
 	}

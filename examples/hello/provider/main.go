@@ -1,6 +1,8 @@
 // Command provider serves the hello example's Greeter and registers it in
 // ZooKeeper. It prints "serving NAME at HOST:PORT" once registered and runs
-// until SIGINT or SIGTERM, then shuts down gracefully.
+// until SIGINT or SIGTERM, then shuts down gracefully. When ZooKeeper does
+// not answer within the registry timeout (5 s) it exits with status 1 and
+// says which registry it could not reach.
 package main
 
 import (
@@ -9,8 +11,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/hello/greeter"
@@ -34,9 +34,11 @@ func run() error {
 	reportInterval := flag.Duration("report-interval", 0, "send call counts to the monitor service, found in the registry, this often (at least 1s; 0: do not report)")
 	flag.Parse()
 
-	log := zap.NewNop()
+	// Warnings and errors go to stderr (config's default); -v adds the
+	// registry, session and provider-list events.
+	logging := config.LoggingConfig{}
 	if *verbose {
-		log, _ = zap.NewDevelopment()
+		logging.Level = "info"
 	}
 	w := *weight
 	wu := *warmup
@@ -48,7 +50,8 @@ func run() error {
 		Services: map[string]config.ServiceConfig{"greeter": {
 			Interface: greeter.Interface, Weight: &w, Warmup: &wu,
 		}},
-	}, config.WithLogger(log))
+		Logging: logging,
+	})
 	if err != nil {
 		return err
 	}

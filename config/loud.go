@@ -1,0 +1,91 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
+)
+
+// The registry is never silently absent: the helpers here put what a
+// registry can say about itself (registry.Health) into Export's and
+// Refer's errors, and into "no provider" errors at call time.
+
+// ErrRegistryUnreachable is wrapped by Export's error when a registry
+// did not answer within its timeout (and its check is on).
+var ErrRegistryUnreachable = errors.New("registry unreachable")
+
+// registryIDs returns ids, or every registry id when ids is empty.
+func (a *Application) registryIDs(ids []string) []string {
+	if len(ids) == 0 {
+		return sortedKeys(a.cfg.Registries)
+	}
+	return ids
+}
+
+// describeRegistries says, for each registry (regs[i] has id ids[i]) that
+// can tell, its address, whether it is connected, and what it lists for
+// consumer's interface: `registry zk: zookeeper://127.0.0.1:2181
+// (connected; registered: version "1.0" on 2 providers)`.
+func (a *Application) describeRegistries(ids []string, regs []registry.Registry, consumer *protocol.URL) string {
+	parts := make([]string, 0, len(ids))
+	for i, id := range ids {
+		if hr, ok := regs[i].(registry.HealthReporter); ok {
+			parts = append(parts, "registry "+id+": "+hr.Health(consumer).String())
+		} else {
+			parts = append(parts, "registry "+id+": "+a.cfg.Registries[id].Address)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// awaitRegistry waits until the registry id answers, at most its timeout
+// (or until ctx is done). A registry that cannot tell is taken as
+// answering. The error names the registry and its address, and how to opt
+// into registering in the background.
+func (a *Application) awaitRegistry(ctx context.Context, id string, r registry.Registry, what string) error {
+	hr, ok := r.(registry.HealthReporter)
+	if !ok || hr.Health(nil).Connected {
+		return nil
+	}
+	rc := a.cfg.Registries[id]
+	deadline := time.NewTimer(rc.Timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if hr.Health(nil).Connected {
+				return nil
+			}
+			continue
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("%w: registry %s (%s) did not answer within %v; %s not registered "+
+			"(set registries.%s.check: false to register in the background once it answers)",
+			ErrRegistryUnreachable, id, rc.Address, rc.Timeout, what, id)
+	}
+}
+
+// explainingInvoker adds the registries' view to "no provider" errors:
+// which registry was asked, whether it is connected, and which versions
+// and groups of the interface it lists.
+type explainingInvoker struct {
+	protocol.Invoker
+	explain func() string
+}
+
+func (e explainingInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	res, err := e.Invoker.Invoke(ctx, inv)
+	if err != nil && errors.Is(err, cluster.ErrNoProvider) {
+		err = fmt.Errorf("%w; asked %s", err, e.explain())
+	}
+	return res, err
+}
