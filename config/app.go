@@ -584,7 +584,9 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 		protocol.KeyLoadBalance: rc.LoadBalance,
 		protocol.KeyCluster:     rc.Cluster,
 		protocol.KeyRetries:     strconv.Itoa(*rc.Retries),
-		protocol.KeyTimeout:     strconv.FormatInt(rc.Timeout.Milliseconds(), 10),
+	}
+	if rc.Timeout > 0 {
+		params[protocol.KeyTimeout] = strconv.FormatInt(rc.Timeout.Milliseconds(), 10)
 	}
 	setIf(params, protocol.KeyVersion, rc.Version)
 	setIf(params, protocol.KeyGroup, rc.Group)
@@ -827,18 +829,17 @@ func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
 	return u, nil
 }
 
-// consumerTimeouts returns the URL parameters by which the reference's
-// timeouts override the providers': "timeout" and "{method}.timeout", in
-// milliseconds, as the dubbo protocol reads them, each with the setting it
-// comes from (protocol.KeyTimeoutSource) for timeout errors to name.
+// consumerTimeouts returns the reference's own timeouts, in milliseconds,
+// as URL parameters the dubbo protocol reads, each with the setting it
+// comes from (protocol.KeyTimeoutSource) for timeout errors to name:
+// "timeout" when the reference sets one (a defaulted one is not laid over
+// the provider's advertised timeout), and "{method}.timeout" for each
+// method that sets one.
 func consumerTimeouts(rc ReferenceConfig) map[string]string {
-	src := status.SourceReference
-	if rc.timeoutDefaulted {
-		src = status.SourceDefault
-	}
-	p := map[string]string{
-		protocol.KeyTimeout:       strconv.FormatInt(rc.Timeout.Milliseconds(), 10),
-		protocol.KeyTimeoutSource: protocol.TimeoutSourceValue(src),
+	p := map[string]string{}
+	if rc.Timeout > 0 && !rc.timeoutDefaulted {
+		p[protocol.KeyTimeout] = strconv.FormatInt(rc.Timeout.Milliseconds(), 10)
+		p[protocol.KeyTimeoutSource] = protocol.TimeoutSourceValue(status.SourceReference)
 	}
 	for m, mc := range rc.Methods {
 		if mc.Timeout > 0 {
@@ -850,18 +851,32 @@ func consumerTimeouts(rc ReferenceConfig) map[string]string {
 }
 
 // consumerProtocol refers providers with the consumer's parameters laid
-// over theirs (the consumer's timeout beats the provider's, as in Dubbo),
-// so the protocol reads them once per provider rather than per call.
+// over theirs, so the protocol reads them once per provider rather than per
+// call. Timeouts follow Dubbo's precedence: the consumer's method timeout,
+// else the consumer's reference timeout, else the provider's method
+// timeout, else the provider's service timeout. So when the reference sets
+// a timeout, the provider's per-method timeouts are dropped: they must not
+// beat it.
 type consumerProtocol struct {
 	protocol.Protocol
 	params map[string]string
 }
 
 func (c consumerProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
-	for k, v := range c.params {
-		u = u.With(k, v)
+	_, refTimeout := c.params[protocol.KeyTimeout]
+	params := u.Params()
+	for k := range params {
+		switch {
+		case k == protocol.KeyTimeoutSource || strings.HasSuffix(k, "."+protocol.KeyTimeoutSource):
+			delete(params, k) // the consumer's own parameter; a provider's is a lie
+		case refTimeout && strings.HasSuffix(k, "."+protocol.KeyTimeout):
+			delete(params, k)
+		}
 	}
-	return c.Protocol.Refer(u)
+	for k, v := range c.params {
+		params[k] = v
+	}
+	return c.Protocol.Refer(protocol.NewURL(u.Protocol, u.Host, u.Port, u.Path, params))
 }
 
 // routerListener keeps the cluster invokers' routers in step with the

@@ -204,15 +204,15 @@ func requireTimeout(t *testing.T, err error, after, setting string) {
 		`test\.Orders\.Slow timed out after `+after+` on the (consumer calling|provider) 127\.0\.0\.1:\d+ \(`+setting+`\)$`, err.Error())
 }
 
-// The timeout error names the reference's timeout, or the default when
-// none is set.
+// The timeout error names the reference's timeout, or the provider's
+// advertised one when the reference sets none.
 func TestTimeoutErrorNamesTheSetting(t *testing.T) {
 	ctx := testCtx(t)
 	reg := memory.New()
 	defer reg.Close()
 	o := &orders{block: make(chan struct{}), started: make(chan struct{}, 4)}
 	defer close(o.block)
-	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders", Timeout: time.Minute}, config.ReferenceConfig{})
+	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders", Timeout: 400 * time.Millisecond}, config.ReferenceConfig{})
 	_, err := prov.Export(ctx, "orders", o)
 	require.NoError(t, err)
 	zero := 0
@@ -221,7 +221,7 @@ func TestTimeoutErrorNamesTheSetting(t *testing.T) {
 		after, setting string
 	}{
 		{150 * time.Millisecond, "150ms", "reference timeout"},
-		{0, "1s", "default timeout"},
+		{0, "400ms", "provider's advertised timeout"},
 	} {
 		cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{
 			Interface: "test.Orders", Check: true, Retries: &zero, Timeout: c.timeout,

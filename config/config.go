@@ -153,12 +153,13 @@ type ReferenceConfig struct {
 	Cluster string `yaml:"cluster"`
 	// Retries after the first try for failover (default 2).
 	Retries *int `yaml:"retries"`
-	// Timeout bounds each call of the reference (default 1s). A sooner
-	// context deadline ends the call first; a method's own timeout
-	// (Methods) replaces it for that method. It replaces the timeout the
-	// provider advertises. See "Timeouts" in the README for the whole
-	// order; a call that runs out gets a *status.TimeoutError naming the
-	// setting.
+	// Timeout bounds each call of the reference (default: the timeout
+	// the provider advertises, else 1s). A sooner context deadline ends the
+	// call first; a method's own timeout (Methods) replaces it for that
+	// method. When set, it beats every timeout the provider advertises,
+	// per-method ones included. See "Errors and timeouts" in the README
+	// for the whole order; a call that runs out gets a
+	// *status.TimeoutError naming the setting.
 	Timeout time.Duration `yaml:"timeout"`
 	// timeoutDefaulted records that Validate filled Timeout in, so that
 	// timeout errors say "default timeout" rather than "reference timeout".

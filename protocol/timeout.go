@@ -44,7 +44,8 @@ func parseTimeoutSource(v string) status.Source {
 
 // TimeoutOf returns the timeout for a call of method and the setting it
 // comes from: the parameter "{method}.timeout" if set, else "timeout",
-// else DefaultTimeout (status.SourceDefault). A context deadline sooner
+// else DefaultTimeout (status.SourceDefault). A value that is not a
+// positive integer is skipped; one too large for a Duration saturates. A context deadline sooner
 // than the result still ends the call first; the protocol sees to that.
 func (u *URL) TimeoutOf(method string) (time.Duration, status.Source) {
 	for _, k := range [...]string{method + "." + KeyTimeout, KeyTimeout} {
@@ -52,7 +53,7 @@ func (u *URL) TimeoutOf(method string) (time.Duration, status.Source) {
 			continue
 		}
 		if ms := u.intOr(k, -1); ms > 0 {
-			return time.Duration(ms) * time.Millisecond, parseTimeoutSource(u.Param(k+".source", ""))
+			return Millis(ms), parseTimeoutSource(u.Param(k+".source", ""))
 		}
 	}
 	return DefaultTimeout, status.SourceDefault

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -259,6 +260,15 @@ func (u *URL) Timeout() time.Duration {
 	ms := u.intOr(KeyTimeout, -1)
 	if ms <= 0 {
 		return DefaultTimeout
+	}
+	return Millis(ms)
+}
+
+// Millis converts milliseconds from a URL to a Duration, saturating at
+// the largest Duration instead of overflowing into a negative one.
+func Millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
 	}
 	return time.Duration(ms) * time.Millisecond
 }

@@ -13,8 +13,9 @@ type Source uint8
 //
 //  1. the caller's context deadline, when sooner than the rest (SourceContext);
 //  2. the reference's timeout for the method (SourceMethod);
-//  3. the per-method timeout on the provider's URL (SourceProvider);
-//  4. the reference's timeout (SourceReference);
+//  3. the reference's timeout, when set (SourceReference);
+//  4. the timeout the provider's URL advertises, for the method, then for
+//     the service (SourceProvider), capped by the consumer;
 //  5. the framework's default, 1s (SourceDefault).
 //
 // The README's "Errors and timeouts" has the same table with the YAML keys.

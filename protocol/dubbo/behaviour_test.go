@@ -71,8 +71,11 @@ func TestTimeouts(t *testing.T) {
 	require.Greater(t, res.Value, int64(0))
 	require.LessOrEqual(t, res.Value, int64(5000))
 
-	_, err = cli.Refer(u.With("Block.timeout", "soon"))
-	require.ErrorContains(t, err, "Block.timeout")
+	// A method timeout that is not a positive integer (from a registry
+	// anyone may write to) is ignored: the service timeout applies.
+	inv = refer(t, cli, u.With("Block.timeout", "soon").With(protocol.KeyTimeout, "30"))
+	_, err = inv.Invoke(context.Background(), &protocol.Invocation{Method: "Block"})
+	require.ErrorIs(t, err, status.ErrTimeout)
 }
 
 func TestServicesShareAPort(t *testing.T) {

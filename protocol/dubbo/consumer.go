@@ -260,6 +260,13 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 	}
 	inv := &invoker{p: p, url: u, ser: ser}
 	inv.timeout.d, inv.timeout.src = u.TimeoutOf("")
+	inv.timeout.d = p.capTimeout(inv.timeout.d)
+	if raw := u.Param(protocol.KeyTimeout, ""); raw != "" {
+		if ms, err := strconv.ParseInt(raw, 10, 64); err != nil || ms <= 0 {
+			p.opts.Logger.Warn("ignoring a timeout that is not a positive integer",
+				zap.String("url", u.String()), zap.String("timeout", raw))
+		}
+	}
 	if app := u.Param(protocol.KeyRemoteApplication, ""); app != "" {
 		inv.appAtts = map[string]string{protocol.KeyRemoteApplication: app}
 	}
@@ -270,13 +277,16 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 		}
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 {
-			return nil, fmt.Errorf("dubbo: refer %s: url parameter %s=%q is not a positive integer", u.ServiceKey(), k, v)
+			p.opts.Logger.Warn("ignoring a method timeout that is not a positive integer",
+				zap.String("url", u.String()), zap.String(k, v))
+			continue
 		}
 		if inv.timeouts == nil {
 			inv.timeouts = map[string]timeoutSetting{}
 		}
 		var t timeoutSetting
 		t.d, t.src = u.TimeoutOf(m)
+		t.d = p.capTimeout(t.d)
 		inv.timeouts[m] = t
 	}
 	addr := u.Address()
@@ -296,6 +306,11 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 	pl.refs++
 	inv.pool = pl
 	return inv, nil
+}
+
+// capTimeout bounds a timeout read from a URL by Options.MaxTimeout.
+func (p *Protocol) capTimeout(d time.Duration) time.Duration {
+	return min(d, p.opts.MaxTimeout)
 }
 
 // URL returns the referred URL.

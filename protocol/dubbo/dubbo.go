@@ -38,6 +38,9 @@ const (
 	DefaultMaxAttachmentKey    = 256
 	DefaultMaxAttachmentValue  = 8 << 10
 	DefaultMaxAttachmentsBytes = 64 << 10
+	// DefaultMaxTimeout caps the call timeouts a consumer reads from a
+	// URL.
+	DefaultMaxTimeout = 60 * time.Second
 	// DefaultMaxProviderTimeout bounds the context of every call a
 	// provider runs, including calls that ask for no timeout.
 	DefaultMaxProviderTimeout = 60 * time.Second
@@ -92,6 +95,12 @@ type Options struct {
 	// provider, status.ErrBadResponse on the consumer) and counted in
 	// Stats.
 	Attachments serialize.MapLimits
+	// MaxTimeout caps the timeouts a consumer reads from a referred URL,
+	// whoever wrote them (default 60 s): a provider advertising a longer
+	// one, or one too large to represent, gets this much. A timeout
+	// parameter that is not a positive integer is ignored (logged) and the
+	// next in precedence applies.
+	MaxTimeout time.Duration
 	// MaxProviderTimeout bounds the context of a call on the provider
 	// (default 60 s): a request asking for more, or for no timeout at all,
 	// runs with this much.
@@ -122,10 +131,15 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("dubbo: DialTimeout %v is negative", c.DialTimeout)
 	case c.Reconnect < 0 || c.MaxReconnect < 0:
 		return c, errors.New("dubbo: Reconnect and MaxReconnect must not be negative")
+	case c.MaxTimeout < 0:
+		return c, fmt.Errorf("dubbo: MaxTimeout %v is negative", c.MaxTimeout)
 	case c.MaxProviderTimeout < 0:
 		return c, fmt.Errorf("dubbo: MaxProviderTimeout %v is negative", c.MaxProviderTimeout)
 	case c.Attachments.MaxEntries < 0 || c.Attachments.MaxKey < 0 || c.Attachments.MaxValue < 0 || c.Attachments.MaxBytes < 0:
 		return c, fmt.Errorf("dubbo: Attachments %+v has a negative bound", c.Attachments)
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = DefaultMaxTimeout
 	}
 	if c.MaxProviderTimeout == 0 {
 		c.MaxProviderTimeout = DefaultMaxProviderTimeout
@@ -229,9 +243,11 @@ func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
 // The invoker implements io.Closer and protocol.Available (false while its
 // connection is down or the provider announced it is shutting down).
 //
-// A call's timeout is its context deadline, else the URL's
-// "{method}.timeout" parameter, else its timeout (default
-// protocol.DefaultTimeout), read once here.
+// A call ends at the sooner of its context's deadline and the URL's
+// timeout for the method: "{method}.timeout", else "timeout", else
+// protocol.DefaultTimeout, each capped by Options.MaxTimeout. (Which of the
+// consumer's and the provider's values the URL holds is the caller's
+// choice; config lays the consumer's over the provider's.)
 func (p *Protocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
 	inv, err := p.refer(u)
 	if err != nil {
