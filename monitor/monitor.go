@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
@@ -118,8 +116,7 @@ type counters struct {
 	// for Snapshot.
 	allMaxElapsed, allMaxConc atomic.Int64
 
-	hmu  sync.Mutex
-	hist *hdrhistogram.Histogram // microseconds, this interval
+	hist *latency // microseconds, this interval
 
 	sent sent // what the reporter has sent, under Monitor.reportMu
 }
@@ -215,9 +212,10 @@ func WithClassifier(c Classifier) Option {
 // Monitor counts calls per side, service, method and peer. Its filters
 // (CallFilter and AttemptFilter on the consumer side, ProviderFilter on
 // the provider side) may be put in any number of chains. A counted call
-// costs a few atomic operations, a lookup in an immutable map and a
-// histogram record under a short lock, and allocates nothing once its key
-// has been seen. A Monitor is safe for concurrent use.
+// costs a few atomic operations and a lookup in an immutable map, takes no
+// lock, and allocates nothing once its key has been seen (but for a chunk
+// of the latency histogram the first time a call's time falls in a new
+// power-of-two range). A Monitor is safe for concurrent use.
 type Monitor struct {
 	app, host string
 	classify  Classifier
@@ -371,10 +369,7 @@ func (c *counters) end(d time.Duration, kind int, ok bool) {
 	}
 	c.elapsed.Add(int64(d))
 	storeMax(&c.maxElapsed, int64(d))
-	us := min(max(int64(d/time.Microsecond), 0), histHighest)
-	c.hmu.Lock()
-	_ = c.hist.RecordValue(us) // in range by construction
-	c.hmu.Unlock()
+	c.hist.record(int64(d / time.Microsecond))
 	c.concurrent.Add(-1)
 }
 
@@ -394,7 +389,7 @@ func (m *Monitor) counters(k key) *counters {
 	for k, v := range old {
 		next[k] = v
 	}
-	c := &counters{hist: NewHistogram()}
+	c := &counters{hist: newLatency()}
 	next[k] = c
 	m.entries.Store(&next)
 	return c
@@ -503,12 +498,7 @@ func (m *Monitor) TakeReport() *Report {
 		storeMax(&c.allMaxElapsed, row.MaxNanos)
 		row.MaxConcurrent = c.maxConc.Swap(row.Concurrent)
 		storeMax(&c.allMaxConc, row.MaxConcurrent)
-		c.hmu.Lock()
-		if c.hist.TotalCount() > 0 {
-			row.Latency = EncodeHistogram(c.hist)
-			c.hist.Reset()
-		}
-		c.hmu.Unlock()
+		row.Latency = c.hist.take()
 		if row.Calls == 0 && row.Successes == 0 && row.Failures == 0 && row.BytesIn == 0 && row.BytesOut == 0 && row.Concurrent == 0 {
 			continue
 		}
