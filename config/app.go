@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/monitor"
+	"github.com/minidubbo/minidubbo/monitor/prom"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
@@ -106,6 +108,9 @@ type Application struct {
 	monitor    *monitor.Monitor
 	reporter   *monitor.Reporter // nil when not reporting
 	monLink    *monitorLink
+	metrics    *http.Server // nil when not serving /metrics
+	metricsLn  net.Listener
+	metricsEnd chan struct{}
 	balancers  *loadbalance.Table
 	strategies *cluster.Table
 	protoOpts  dubbo.Options
@@ -189,7 +194,45 @@ func New(c *Config, opts ...Option) (*Application, error) {
 			return nil, fmt.Errorf("config: monitor: %w", err)
 		}
 	}
+	if addr := a.cfg.Monitor.Metrics; addr != "" {
+		if err := a.serveMetrics(addr); err != nil {
+			if a.reporter != nil {
+				_ = a.reporter.Close(context.Background())
+			}
+			_ = p.Close()
+			return nil, err
+		}
+	}
 	return a, nil
+}
+
+// serveMetrics serves the application's counts to Prometheus at
+// http://addr/metrics until Shutdown.
+func (a *Application) serveMetrics(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("config: monitor.metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", prom.Handler(a.monitor))
+	a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(a.log.Named("metrics"))}
+	a.metricsLn = ln
+	a.metricsEnd = make(chan struct{})
+	go func() {
+		defer close(a.metricsEnd)
+		_ = a.metrics.Serve(ln)
+	}()
+	a.log.Info("serving metrics", zap.String("url", "http://"+ln.Addr().String()+"/metrics"))
+	return nil
+}
+
+// MetricsAddr returns the address /metrics is served on (Config.Monitor.Metrics
+// with the real port), or "" when it is not served.
+func (a *Application) MetricsAddr() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return a.metricsLn.Addr().String()
 }
 
 // Reporter returns the reporter that sends the application's counts to
@@ -1009,6 +1052,12 @@ func (a *Application) Shutdown(ctx context.Context) error {
 			a.log.Warn("last monitor report not sent", zap.Error(err))
 		}
 		a.monLink.close()
+	}
+	if a.metrics != nil {
+		if err := a.metrics.Shutdown(ctx); err != nil {
+			_ = a.metrics.Close()
+		}
+		<-a.metricsEnd
 	}
 	for id, r := range a.registries {
 		if a.shared[id] {

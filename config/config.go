@@ -437,6 +437,11 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 		}
 		c.References[id] = r
 	}
+	if m := c.Monitor.Metrics; m != "" {
+		if _, _, err := net.SplitHostPort(m); err != nil {
+			bad("monitor.metrics %q: want host:port (%v)", m, err)
+		}
+	}
 	if m := &c.Monitor; m.Reporting() {
 		checkRegs("monitor", m.Registries)
 		switch {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -334,6 +337,7 @@ func TestMonitorConfigErrors(t *testing.T) {
 		{"monitor: {interval: 1s}", "monitor: no address and no registries"},
 		{"monitor: {address: x, registries: [nope]}", `monitor.registries: unknown registry "nope"`},
 		{"monitor: {adress: x}", "adress"},
+		{"monitor: {metrics: 9090}", `monitor.metrics "9090": want host:port`},
 	} {
 		_, err := config.Parse(strings.NewReader(c.yaml))
 		require.Error(t, err, c.yaml)
@@ -343,4 +347,60 @@ func TestMonitorConfigErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, time.Minute, cfg.Monitor.Interval, "default interval")
 	assert.True(t, cfg.Monitor.Reporting())
+}
+
+// An application serves its own counts at /metrics when monitor.metrics
+// is set, until Shutdown.
+func TestApplicationMetricsPage(t *testing.T) {
+	ctx := testCtx(t)
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "metered"},
+		Services:    map[string]config.ServiceConfig{"named": {Interface: e2eInterface}},
+		Monitor:     config.MonitorConfig{Metrics: "127.0.0.1:0"},
+	}, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	assert.Nil(t, app.Reporter(), "metrics alone report nothing")
+	u, err := app.Export(ctx, "named", named{name: "M"})
+	require.NoError(t, err)
+	cons, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "caller"},
+		References:  map[string]config.ReferenceConfig{"named": {Interface: e2eInterface, URL: u.Address()}},
+	}, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cons.Shutdown(context.Background()) })
+	var c namedClient
+	require.NoError(t, cons.Refer(ctx, "named", &c))
+	for i := range 5 {
+		_, err := c.Who(ctx, int64(i))
+		require.NoError(t, err)
+	}
+
+	get := func() (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+app.MetricsAddr()+"/metrics", nil)
+		require.NoError(t, err)
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := get()
+	require.NoError(t, err)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	calls := fams["minidubbo_calls_total"]
+	require.NotNil(t, calls)
+	require.Len(t, calls.Metric, 1)
+	assert.EqualValues(t, 5, calls.Metric[0].Counter.GetValue())
+	labels := map[string]string{}
+	for _, l := range calls.Metric[0].Label {
+		labels[l.GetName()] = l.GetValue()
+	}
+	assert.Equal(t, "provider", labels["side"])
+	assert.Equal(t, "caller@127.0.0.1", labels["consumer"])
+	assert.Equal(t, u.Address(), labels["provider"])
+
+	addr := app.MetricsAddr()
+	require.NoError(t, app.Shutdown(ctx))
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	assert.Error(t, err, "the metrics server stops at Shutdown")
 }
