@@ -111,8 +111,13 @@ var scenarios = []scenario{
 		p := e.provs["p1"]
 		e.signal(p, syscall.SIGSTOP)
 		e.sleep(e.tm.pause)
+		if got, ok := e.registered(); ok && !slices.Contains(got, p.addr) {
+			e.notef("p1's session expired during the pause (node gone)")
+		}
 		e.signal(p, syscall.SIGCONT)
-		return time.Now(), []string{"p1"}, consumers
+		end := time.Now()
+		e.noteRegistry(end)
+		return end, []string{"p1"}, consumers
 	}},
 	{name: "provider SIGTERM (graceful), restarted", quick: true, noFail: true, fault: func(e *env) (time.Time, []string, []string) {
 		start := time.Now()
