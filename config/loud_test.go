@@ -3,7 +3,6 @@ package config_test
 import (
 	"context"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -124,5 +123,4 @@ func TestNoProviderListsRegisteredVersions(t *testing.T) {
 	require.ErrorIs(t, err, cluster.ErrNoProvider)
 	assert.EqualError(t, err, `config: refer orders: check: cluster: no provider test.Orders; asked registry mem: memory:// `+
 		`(connected; registered: version "1.0" on 2 providers, version "2.0" group "eu" on 1 provider)`)
-	_ = strconv.Itoa
 }

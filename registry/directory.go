@@ -41,7 +41,8 @@ type DirectoryOptions struct {
 	// no call runs on it, for calls that picked it from an earlier snapshot
 	// but have not started yet (default 1 s, at most DrainTimeout).
 	Linger time.Duration
-	// Logger receives refer failures (default none).
+	// Logger receives refer failures (warn) and provider-list changes
+	// (info) (default none).
 	Logger *zap.Logger
 }
 
@@ -168,10 +169,37 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 		d.markReady()
 		return
 	}
+	var added, removed []string
 	for key, t := range d.byKey {
 		if _, ok := next[key]; !ok {
+			removed = append(removed, t.URL().Address())
 			d.retire(t, d.opts.Linger)
 		}
+	}
+	for key, t := range next {
+		if _, ok := d.byKey[key]; !ok {
+			added = append(added, t.URL().Address())
+		}
+	}
+	if len(added)+len(removed) > 0 || !d.readyOK {
+		// An address both added and removed had its URL changed (a new
+		// weight, say).
+		var changed []string
+		for _, a := range added {
+			if slices.Contains(removed, a) {
+				changed = append(changed, a)
+			}
+		}
+		in := func(l []string) func(string) bool {
+			return func(a string) bool { return slices.Contains(l, a) }
+		}
+		added = slices.DeleteFunc(added, in(changed))
+		removed = slices.DeleteFunc(removed, in(changed))
+		slices.Sort(added)
+		slices.Sort(removed)
+		slices.Sort(changed)
+		d.log.Info("provider list changed", zap.String("service", d.opts.Consumer.ServiceKey()),
+			zap.Int("providers", len(next)), zap.Strings("added", added), zap.Strings("removed", removed), zap.Strings("changed", changed))
 	}
 	d.byKey = next
 	keys := make([]string, 0, len(next))

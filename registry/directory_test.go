@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/protocol"
@@ -531,4 +534,31 @@ func BenchmarkDirectoryInvoke(b *testing.B) {
 			_, _ = l[0].Invoke(ctx, inv)
 		}
 	})
+}
+
+// Provider-list changes are logged at info, naming what came and went.
+func TestDirectoryLogsChanges(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: newFakeProtocol(), Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.Notify(nil) // the first list, empty: logged too
+	d.Notify([]*protocol.URL{prov(1), prov(2)})
+	d.Notify([]*protocol.URL{prov(1), prov(2)}) // no change: not logged
+	d.Notify([]*protocol.URL{prov(2, "weight", "50"), prov(3)})
+	var got []string
+	for _, e := range logs.FilterMessage("provider list changed").All() {
+		m := e.ContextMap()
+		got = append(got, fmt.Sprintf("%s %v +%v -%v ~%v", m["service"], m["providers"], m["added"], m["removed"], m["changed"]))
+	}
+	want := []string{
+		"demo.Greeter 0 +[] -[] ~[]",
+		"demo.Greeter 2 +[127.0.0.1:1 127.0.0.1:2] -[] ~[]",
+		"demo.Greeter 2 +[127.0.0.1:3] -[127.0.0.1:1] ~[127.0.0.1:2]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -151,7 +151,13 @@ func (c *lazyConn) reconnect(old *exchange.Client) {
 		}
 		c.setDown(fmt.Errorf("%w: connection to %s lost (%w), reconnecting", status.ErrClosed, c.addr, old.Err()))
 		c.mu.Unlock()
-		c.p.opts.Logger.Info("connection lost", zap.String("addr", c.addr), zap.Error(old.Err()))
+		if old.ReadOnly() {
+			// The provider announced its shutdown before the connection
+			// closed: a graceful leave, not a death.
+			c.p.opts.Logger.Info("provider left gracefully (it announced its shutdown)", zap.String("addr", c.addr))
+		} else {
+			c.p.opts.Logger.Warn("connection to provider lost; reconnecting", zap.String("addr", c.addr), zap.Error(old.Err()))
+		}
 	}
 	wait := c.p.opts.Reconnect
 	t := time.NewTimer(wait)

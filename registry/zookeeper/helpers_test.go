@@ -14,7 +14,9 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
@@ -211,4 +213,12 @@ func (fakeProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
 	return protocol.InvokerFunc{U: u, F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) {
 		return &protocol.Result{}, nil
 	}}, nil
+}
+
+// observe adds an observer of info and above to o's logger and returns
+// what it records, for tests of the log lines a user sees.
+func observe(o *zookeeper.Options) *observer.ObservedLogs {
+	core, logs := observer.New(zap.InfoLevel)
+	o.Logger = zap.New(zapcore.NewTee(o.Logger.Core(), core))
+	return logs
 }

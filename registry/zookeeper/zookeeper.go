@@ -243,9 +243,13 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		if !r.hasSession {
 			kick = true
 		}
+		if !r.hasSession && sid == r.sessionID {
+			r.log.Info("zookeeper reconnected; session kept", zap.String("address", r.address), zap.Int64("session", sid),
+				zap.Duration("disconnected_for", now.Sub(r.lostAt).Round(time.Millisecond)))
+		}
 		r.hasSession = true
 		if sid != r.sessionID {
-			r.log.Info("zookeeper session established", zap.Int64("session", sid), zap.Int64("previous", r.sessionID))
+			r.log.Info("zookeeper session established", zap.String("address", r.address), zap.Int64("session", sid), zap.Int64("previous", r.sessionID))
 			r.sessionID = sid
 			r.sessions.Add(1)
 			kick = true
@@ -264,9 +268,14 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		}
 		r.loseSessionLocked(now)
 	case zk.StateExpired:
-		r.log.Warn("zookeeper session expired", zap.Int64("session", r.sessionID))
+		r.log.Warn("zookeeper session expired; a new one re-creates this process's nodes and re-lists providers",
+			zap.String("address", r.address), zap.Int64("session", r.sessionID))
 		r.loseSessionLocked(now)
 	case zk.StateDisconnected, zk.StateAuthFailed:
+		if r.hasSession {
+			r.log.Info("zookeeper disconnected; keeping provider lists while reconnecting",
+				zap.String("address", r.address), zap.Int64("session", r.sessionID), zap.Stringer("state", ev.State))
+		}
 		r.loseSessionLocked(now)
 	}
 	if kick {

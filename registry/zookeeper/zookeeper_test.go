@@ -311,6 +311,7 @@ func TestOutageKeepsLists(t *testing.T) {
 	// machine must not look like a server refusing our session.
 	po, co := opts(t, t.TempDir()), opts(t, t.TempDir())
 	po.WatchdogTimeout, co.WatchdogTimeout = 8*time.Second, 8*time.Second
+	logs := observe(&co)
 	prov := newRegistry(t, zkc.Address(), po)
 	cons := newRegistry(t, zkc.Address(), co)
 	for _, p := range []int{20101, 20102} {
@@ -373,6 +374,14 @@ func TestOutageKeepsLists(t *testing.T) {
 	rec2.waitAddrs(ctx, t, addr(20101), addr(20102), addr(20103))
 	if n := rec.emptyAfterNonEmpty(); n != 0 {
 		t.Fatalf("%d empty lists delivered across the outage", n)
+	}
+	// The consumer said so, at info: disconnected, then reconnected with
+	// its session.
+	if n := logs.FilterMessage("zookeeper disconnected; keeping provider lists while reconnecting").Len(); n != 1 {
+		t.Errorf("%d disconnect lines logged, want 1", n)
+	}
+	if l := logs.FilterMessage("zookeeper reconnected; session kept").All(); len(l) != 1 || l[0].ContextMap()["address"] != zkc.Servers[0].Addr {
+		t.Errorf("reconnect lines logged: %+v, want 1 naming %s", l, zkc.Servers[0].Addr)
 	}
 	waitFor(ctx, t, "directory updated", func() bool { l := dir.Snapshot().Invokers(); return len(l) == 3 })
 	// An outage is not an expiry: the sessions survive, and the watchdog
@@ -458,7 +467,9 @@ func TestSessionExpiry(t *testing.T) {
 	svc := iface(t)
 	proxy := zktest.NewProxy(t, zkc.Servers[0].Addr)
 	prov := newRegistry(t, "zookeeper://"+proxy.Addr, opts(t, t.TempDir()))
-	cons := newRegistry(t, "zookeeper://"+proxy.Addr, opts(t, t.TempDir()))
+	co := opts(t, t.TempDir())
+	logs := observe(&co)
+	cons := newRegistry(t, "zookeeper://"+proxy.Addr, co)
 	u := provider(svc, 20301)
 	if err := prov.Register(ctx, u); err != nil {
 		t.Fatal(err)
@@ -493,6 +504,13 @@ func TestSessionExpiry(t *testing.T) {
 	rec.waitAddrs(ctx, t, addr(20301), addr(20302))
 	if n := rec.emptyAfterNonEmpty(); n != 0 {
 		t.Fatalf("%d empty lists delivered across the expiry", n)
+	}
+	// The consumer logged the expiry and the new session.
+	if n := logs.FilterMessageSnippet("zookeeper session expired").Len(); n != 1 {
+		t.Errorf("%d expiry lines logged, want 1", n)
+	}
+	if n := logs.FilterMessage("zookeeper session established").Len(); n != 2 {
+		t.Errorf("%d 'session established' lines logged, want 2 (first and new)", n)
 	}
 }
 
