@@ -185,7 +185,9 @@ type ProviderCount struct {
 	ProviderP99Ms    float64 `json:"provider_p99_ms"`
 	// Slow marks a provider whose p99 (as its consumers saw it, or as it
 	// served when no consumer reported) is more than SlowFactor times the
-	// median of its peers' and at least SlowMargin above it.
+	// median of its peers' and at least SlowMargin above it. Only
+	// providers with SlowMinCalls calls or more are judged and count as
+	// peers.
 	Slow bool `json:"slow"`
 }
 
@@ -201,8 +203,9 @@ type ConsumerCount struct {
 
 // The slow-provider rule of ProviderCount.Slow.
 const (
-	SlowFactor = 3
-	SlowMargin = time.Millisecond
+	SlowFactor   = 2
+	SlowMargin   = 2 * time.Millisecond
+	SlowMinCalls = 20
 )
 
 func (s *Server) apiService(w http.ResponseWriter, r *http.Request) {
@@ -306,10 +309,14 @@ func flagSlow(ps []ProviderCount) {
 		}
 		return p.ProviderP99Ms
 	}
+	judged := func(p ProviderCount) bool { return max(p.ConsumerCalls, p.ProviderCalls) >= SlowMinCalls }
 	for i := range ps {
+		if !judged(ps[i]) {
+			continue
+		}
 		var others []float64
 		for j := range ps {
-			if j != i && ps[j].ConsumerCalls+ps[j].ProviderCalls > 0 {
+			if j != i && judged(ps[j]) {
 				others = append(others, p99(ps[j]))
 			}
 		}

@@ -233,15 +233,31 @@ func TestServiceViewFlagsTheSlowProvider(t *testing.T) {
 	assert.Equal(t, 3.0, v.Series["consumer"][0].QPS, "90 calls over the 30 s of the reports")
 
 	// The rule alone.
-	ps := []ProviderCount{{ProviderCalls: 1, ProviderP99Ms: 5}, {ProviderCalls: 1, ProviderP99Ms: 14}}
-	flagSlow(ps)
-	assert.False(t, ps[1].Slow, "14 ms is under 3 times 5 ms")
-	ps = []ProviderCount{{ProviderCalls: 1, ProviderP99Ms: 0.1}, {ProviderCalls: 1, ProviderP99Ms: 0.5}}
-	flagSlow(ps)
-	assert.False(t, ps[1].Slow, "5 times, but not a millisecond above")
-	ps = []ProviderCount{{ProviderCalls: 1, ProviderP99Ms: 90}}
-	flagSlow(ps)
-	assert.False(t, ps[0].Slow, "no peers")
+	for _, tc := range []struct {
+		name string
+		ps   []ProviderCount
+		slow []bool
+	}{
+		{"under twice", []ProviderCount{{ProviderCalls: 100, ProviderP99Ms: 5}, {ProviderCalls: 100, ProviderP99Ms: 9.9}}, []bool{false, false}},
+		{"over twice", []ProviderCount{{ProviderCalls: 100, ProviderP99Ms: 5}, {ProviderCalls: 100, ProviderP99Ms: 10.5}}, []bool{false, true}},
+		{"five times, not 2 ms above", []ProviderCount{{ProviderCalls: 100, ProviderP99Ms: 0.3}, {ProviderCalls: 100, ProviderP99Ms: 1.5}}, []bool{false, false}},
+		{"no peers", []ProviderCount{{ProviderCalls: 100, ProviderP99Ms: 90}}, []bool{false}},
+		{"too few calls to judge", []ProviderCount{{ProviderCalls: 100, ProviderP99Ms: 5}, {ProviderCalls: 19, ProviderP99Ms: 90}}, []bool{false, false}},
+		{"consumers' view first", []ProviderCount{
+			{ConsumerCalls: 100, ConsumerP99Ms: 5, ProviderCalls: 100, ProviderP99Ms: 50},
+			{ConsumerCalls: 100, ConsumerP99Ms: 5, ProviderCalls: 100, ProviderP99Ms: 1},
+		}, []bool{false, false}},
+		{"lower median of the others", []ProviderCount{
+			{ProviderCalls: 100, ProviderP99Ms: 5}, {ProviderCalls: 100, ProviderP99Ms: 50}, {ProviderCalls: 100, ProviderP99Ms: 50},
+		}, []bool{false, true, true}},
+	} {
+		flagSlow(tc.ps)
+		var got []bool
+		for _, p := range tc.ps {
+			got = append(got, p.Slow)
+		}
+		assert.Equal(t, tc.slow, got, tc.name)
+	}
 }
 
 func TestMetricsParse(t *testing.T) {

@@ -29,7 +29,11 @@ let range = params.get('since') || '1h';
 const select = document.getElementById('range');
 if (![...select.options].some(o => o.value === range)) select.append(el('option', { value: range, textContent: range }));
 select.value = range;
-select.addEventListener('change', () => { range = select.value; refresh(); });
+select.addEventListener('change', () => {
+  range = select.value;
+  history.replaceState(null, '', '?since=' + encodeURIComponent(range));
+  refresh();
+});
 
 function td(text, cls) { return el('td', { class: cls || '', textContent: String(text) }); }
 
@@ -58,7 +62,12 @@ function fmt(v) {
 // chart draws the series ({side, points: [{t, v}]}) over [since, until].
 function chart(title, unit, series, since, until) {
   const W = 400, H = 170, L = 46, R = 10, T = 22, B = 24;
-  const t0 = Date.parse(since), t1 = Math.max(Date.parse(until), t0 + 60000);
+  // The time axis starts at the first minute with data when that is later
+  // than the range's start, so a young service is not squeezed to the right.
+  let first = Infinity;
+  for (const s of series) if (s.points.length) first = Math.min(first, Date.parse(s.points[0].t));
+  const t1 = Date.parse(until);
+  const t0 = Math.min(Math.max(Date.parse(since), first), t1 - 120000);
   let vmax = 0;
   for (const s of series) for (const p of s.points) vmax = Math.max(vmax, p.v);
   vmax = vmax > 0 ? vmax * 1.15 : 1;
