@@ -31,6 +31,7 @@ import (
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/memory"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
+	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -68,6 +69,13 @@ func WithRegistry(id string, reg registry.Registry) Option {
 	}
 }
 
+// WithRegistryFactory adds a registry for addresses of scheme (for example
+// "etcd" for etcd://host:port): registries whose address has that scheme
+// are opened with f. The built-in schemes are zookeeper, zk and memory.
+func WithRegistryFactory(scheme string, f registry.Factory) Option {
+	return func(a *Application) error { return a.regTable.Register(scheme, f) }
+}
+
 // WithLoadBalance adds a load balancer by name, for references to name in
 // their loadbalance key.
 func WithLoadBalance(name string, f loadbalance.Factory) Option {
@@ -86,6 +94,19 @@ func WithFilters(provider, consumer []protocol.Filter) Option {
 	return func(a *Application) error {
 		a.providerFilters = append(a.providerFilters, provider...)
 		a.consumerFilters = append(a.consumerFilters, consumer...)
+		return nil
+	}
+}
+
+// WithSerializer adds a serialization that services and protocols may
+// name in their serialization key, next to msgpack and json (and to those
+// of WithProtocolOptions' Serializers table). Its name and id must be new.
+func WithSerializer(s serialize.Serializer) Option {
+	return func(a *Application) error {
+		if s == nil {
+			return errors.New("config: WithSerializer: nil serializer")
+		}
+		a.serializers = append(a.serializers, s)
 		return nil
 	}
 }
@@ -114,15 +135,17 @@ type Application struct {
 	balancers  *loadbalance.Table
 	strategies *cluster.Table
 	protoOpts  dubbo.Options
+	// serializers are added to the protocol's table at New.
+	serializers []serialize.Serializer
 
 	providerFilters, consumerFilters []protocol.Filter
 
 	mu         sync.Mutex
 	proto      *dubbo.Protocol
 	registries map[string]registry.Registry
-	memories   map[string]*memory.Registry // memory:// registries by name
-	shared     map[string]bool             // registries given by WithRegistry
-	ports      map[string]int              // protocol id → port once bound
+	regTable   *registry.Table
+	shared     map[string]bool // registries given by WithRegistry
+	ports      map[string]int  // protocol id → port once bound
 	exports    []*export
 	refs       []*reference
 	closed     bool
@@ -154,23 +177,40 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		balancers:  loadbalance.Builtin(),
 		strategies: cluster.Builtin(),
 		registries: map[string]registry.Registry{},
-		memories:   map[string]*memory.Registry{},
-		shared:     map[string]bool{},
-		ports:      map[string]int{},
+		regTable: registry.NewTable(map[string]registry.Factory{
+			"zookeeper": zookeeper.Open,
+			"zk":        zookeeper.Open,
+			"memory":    memory.Factory(),
+		}),
+		shared: map[string]bool{},
+		ports:  map[string]int{},
 	}
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
 		}
 	}
-	if err := a.cfg.validate(a.balancers.Names(), a.strategies.Names()); err != nil {
+	po := a.protoOpts
+	if po.Serializers == nil {
+		po.Serializers = serialize.Builtin()
+	}
+	for _, s := range a.serializers {
+		if err := po.Serializers.Register(s); err != nil {
+			return nil, fmt.Errorf("config: WithSerializer: %w", err)
+		}
+	}
+	if err := a.cfg.validate(known{
+		loadBalances:   a.balancers.Names(),
+		clusters:       a.strategies.Names(),
+		registries:     a.regTable.Names(),
+		serializations: po.Serializers.Names(),
+	}); err != nil {
 		return nil, err
 	}
 	if a.log == nil {
 		a.log = a.cfg.Logging.newLogger(nil)
 	}
 	a.monitor = monitor.New(monitor.WithIdentity(a.cfg.Application.Name, consumerHost), monitor.WithClassifier(classify))
-	po := a.protoOpts
 	if po.Logger == nil {
 		po.Logger = a.log.Named("dubbo")
 	}
@@ -346,36 +386,17 @@ func (a *Application) registry(id string) (registry.Registry, error) {
 		return r, nil
 	}
 	rc := a.cfg.Registries[id]
-	var r registry.Registry
-	switch {
-	case strings.HasPrefix(rc.Address, "memory://"):
-		name := strings.TrimPrefix(rc.Address, "memory://")
-		m, ok := a.memories[name]
-		if !ok {
-			m = memory.New()
-			a.memories[name] = m
-		}
-		r = m
-	default:
-		o := zookeeper.Options{
-			Application:    a.cfg.Application.Name,
-			SessionTimeout: rc.SessionTimeout,
-			Username:       rc.Username,
-			Password:       rc.Password,
-			Logger:         a.log.Named("registry").With(zap.String("registry", id)),
-		}
-		switch rc.CacheFile {
-		case "":
-		case "-":
-			o.NoCacheFile = true
-		default:
-			o.CacheFile = rc.CacheFile
-		}
-		zr, err := zookeeper.New(rc.Address, o)
-		if err != nil {
-			return nil, fmt.Errorf("config: registries.%s: %w", id, err)
-		}
-		r = zr
+	r, err := a.regTable.Open(rc.Address, registry.Options{
+		Application:    a.cfg.Application.Name,
+		Timeout:        rc.Timeout,
+		SessionTimeout: rc.SessionTimeout,
+		Username:       rc.Username,
+		Password:       rc.Password,
+		CacheFile:      rc.CacheFile,
+		Logger:         a.log.Named("registry").With(zap.String("registry", id)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("config: registries.%s: %w", id, err)
 	}
 	a.registries[id] = r
 	return r, nil
@@ -467,7 +488,7 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	if err != nil {
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
 	}
-	real := exp.(*dubbo.Exporter).URL()
+	real := exp.URL()
 	counting.SetAddr(real.Address())
 	a.ports[sc.Protocol] = real.Port
 	if pc.RegisterAddress != "" { // checked by validate

@@ -16,6 +16,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
 )
 
 // Config is the whole configuration of one application: what it provides,
@@ -74,7 +75,10 @@ type ApplicationConfig struct {
 
 // RegistryConfig is one registry.
 type RegistryConfig struct {
-	// Address is zookeeper://host:port[,host:port...] or memory://name.
+	// Address chooses the registry by its scheme: zookeeper:// or zk://
+	// (host:port[,host:port...], with every form registry/zookeeper
+	// accepts; no scheme means zookeeper), memory://name, or the scheme of
+	// a registry added with WithRegistryFactory.
 	// Registries of one Application with the same memory name are one
 	// in-process registry; different names are separate.
 	Address string `yaml:"address"`
@@ -103,7 +107,8 @@ type ProtocolConfig struct {
 	Host string `yaml:"host"`
 	// Port to listen on; 0 picks a free port.
 	Port int `yaml:"port"`
-	// Serialization is the default body encoding: msgpack or json.
+	// Serialization is the default body encoding: msgpack (the default),
+	// json, or one added with WithSerializer or WithProtocolOptions.
 	Serialization string `yaml:"serialization"`
 	// RegisterAddress, when set, is the host:port written to the registry
 	// instead of the listen address: for a provider behind a port mapping
@@ -274,10 +279,17 @@ func Parse(r io.Reader) (*Config, error) {
 // cluster strategies); Validate on its own accepts any non-empty name and
 // leaves name checks to New, which knows every table.
 func (c *Config) Validate() error {
-	return c.validate(nil, nil)
+	return c.validate(known{})
 }
 
-func (c *Config) validate(loadBalances, clusters []string) error {
+// known holds the names in an application's tables; a nil list accepts
+// any name.
+type known struct {
+	loadBalances, clusters, registries, serializations []string
+}
+
+func (c *Config) validate(k known) error {
+	loadBalances, clusters := k.loadBalances, k.clusters
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
 	if c.Application.Name == "" {
@@ -285,11 +297,11 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 	}
 	for id, r := range c.Registries {
 		key := "registries." + id
-		switch {
+		switch scheme := registry.Scheme(r.Address); {
 		case r.Address == "":
 			bad("%s.address is empty (want zookeeper://host:port[,host:port...] or memory://name)", key)
-		case !strings.HasPrefix(r.Address, "zookeeper://") && !strings.HasPrefix(r.Address, "memory://"):
-			bad("%s.address %q: unknown scheme (known: memory, zookeeper)", key, r.Address)
+		case k.registries != nil && !slices.Contains(k.registries, scheme):
+			bad("%s.address %q: unknown scheme %q (known: %s)", key, r.Address, scheme, strings.Join(k.registries, ", "))
 		}
 		if r.Timeout < 0 || r.SessionTimeout < 0 {
 			bad("%s: timeouts must not be negative", key)
@@ -325,8 +337,8 @@ func (c *Config) validate(loadBalances, clusters []string) error {
 		if p.Serialization == "" {
 			p.Serialization = "msgpack"
 		}
-		if p.Serialization != "msgpack" && p.Serialization != "json" {
-			bad("%s.serialization %q: unknown (known: json, msgpack)", key, p.Serialization)
+		if k.serializations != nil && !slices.Contains(k.serializations, p.Serialization) {
+			bad("%s.serialization %q: unknown (known: %s)", key, p.Serialization, strings.Join(k.serializations, ", "))
 		}
 		if p.RegisterAddress != "" {
 			if _, _, err := splitRegisterAddress(p.RegisterAddress); err != nil {

@@ -76,11 +76,11 @@ func TestValidateNamesKeyAndAllowedValues(t *testing.T) {
 		Services:   map[string]ServiceConfig{"s": {Protocol: "nope", Registries: []string{"zz"}, Weight: &neg}},
 		References: map[string]ReferenceConfig{"r": {Retries: &neg}},
 	}
-	err := c.validate([]string{"random", "roundrobin"}, []string{"failfast", "failover"})
+	err := c.validate(known{loadBalances: []string{"random", "roundrobin"}, clusters: []string{"failfast", "failover"}, registries: []string{"memory", "zk", "zookeeper"}, serializations: []string{"json", "msgpack"}})
 	require.Error(t, err)
 	msg := err.Error()
 	for _, want := range []string{
-		`registries.r.address "etcd://x": unknown scheme (known: memory, zookeeper)`,
+		`registries.r.address "etcd://x": unknown scheme "etcd" (known: memory, zk, zookeeper)`,
 		`protocols.p.name "grpc": unknown protocol (known: dubbo)`,
 		`protocols.p.serialization "xml": unknown (known: json, msgpack)`,
 		`protocols.p.port 70000`,
@@ -92,7 +92,7 @@ func TestValidateNamesKeyAndAllowedValues(t *testing.T) {
 		assert.Contains(t, msg, want)
 	}
 	c2 := Config{References: map[string]ReferenceConfig{"r": {URL: "127.0.0.1:1", LoadBalance: "rr"}}}
-	err = c2.validate([]string{"random", "roundrobin"}, nil)
+	err = c2.validate(known{loadBalances: []string{"random", "roundrobin"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `references.r.loadbalance: unknown "rr" (known: random, roundrobin)`)
 }

@@ -78,9 +78,11 @@ type ArgTyper interface {
 	ArgTypes(method string) ([]reflect.Type, bool)
 }
 
-// Exporter is a service being served by a protocol. Unexport stops serving
-// it; it is idempotent.
+// Exporter is a service being served by a protocol. URL is the URL it is
+// served at, with the real port (the one to register); Unexport stops
+// serving it and is idempotent.
 type Exporter interface {
+	URL() *URL
 	Invoker() Invoker
 	Unexport() error
 }

@@ -186,7 +186,7 @@ func run(ctx context.Context, c config, w io.Writer) ([]report, error) {
 		if err != nil {
 			return nil, err
 		}
-		cinv, err := consumer.Refer(exp.(*dubbo.Exporter).URL())
+		cinv, err := consumer.Refer(exp.URL())
 		if err != nil {
 			return nil, err
 		}

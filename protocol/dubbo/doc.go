@@ -8,7 +8,7 @@
 //	p := dubbo.New(nil)
 //	defer p.Close()
 //	exp, err := p.Export(invoker) // invoker.URL() is dubbo://127.0.0.1:0/demo.Greeter
-//	// exp.(*dubbo.Exporter).URL() carries the real port.
+//	// exp.URL() carries the real port.
 //
 // A consumer refers a provider by URL; the connection is dialled on the
 // first call and re-dialled when it breaks:

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/minidubbo/minidubbo/protocol"
@@ -267,4 +268,28 @@ func (r *Registry) Health(consumer *protocol.URL) registry.Health {
 	}
 	h.Registered = registry.Summarize(all)
 	return h
+}
+
+// Factory returns the registry.Factory of the memory scheme: memory://name
+// opens the in-process registry called name, the same one for every
+// address with that name opened through this factory (so one
+// application's registries of one name are one registry), a new one for
+// a new name. Close of any of them closes the shared registry.
+func Factory() registry.Factory {
+	var mu sync.Mutex
+	byName := map[string]*Registry{}
+	return func(address string, _ registry.Options) (registry.Registry, error) {
+		name, ok := strings.CutPrefix(address, "memory://")
+		if !ok {
+			return nil, fmt.Errorf("memory registry: address %q: want memory://name", address)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		r, ok := byName[name]
+		if !ok {
+			r = New()
+			byName[name] = r
+		}
+		return r, nil
+	}
 }

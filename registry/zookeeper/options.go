@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/registry"
 )
 
 // Defaults for Options.
@@ -221,4 +223,25 @@ func ParseAddress(address string) (Address, error) {
 		return a, fmt.Errorf("zookeeper registry: address %q names no server", address)
 	}
 	return a, nil
+}
+
+// Open is the registry.Factory of the zookeeper and zk schemes: New with
+// the application's generic settings (cache file "-" means none). Every
+// address form ParseAddress accepts works, its parameters included.
+func Open(address string, o registry.Options) (registry.Registry, error) {
+	zo := Options{
+		Application:    o.Application,
+		SessionTimeout: o.SessionTimeout,
+		Username:       o.Username,
+		Password:       o.Password,
+		Logger:         o.Logger,
+	}
+	switch o.CacheFile {
+	case "":
+	case "-":
+		zo.NoCacheFile = true
+	default:
+		zo.CacheFile = o.CacheFile
+	}
+	return New(address, zo)
 }

@@ -49,10 +49,7 @@ func run(addr string) error {
 	if err != nil {
 		return err
 	}
-	served := u.Address()
-	if e, ok := exp.(*dubbo.Exporter); ok {
-		served = e.URL().Address()
-	}
+	served := exp.URL().Address()
 	fmt.Printf("provider: serving %s on %s\n", greeter.Interface, served)
 
 	stop := make(chan os.Signal, 1)

@@ -1,0 +1,164 @@
+// Package extend_test shows the doors of minidubbo from outside the
+// framework: a registry of its own (a toy etcd-style key-value store), a
+// serialization of its own, each added in a few lines with a config
+// option and chosen from YAML by name.
+package extend_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/serialize"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// kvStore is a toy etcd: keys, values, and watches on key prefixes that get
+// the whole matching set after every change.
+type kvStore struct {
+	mu      sync.Mutex
+	data    map[string]string
+	watches map[registry.Listener]string // listener -> prefix
+}
+
+func (s *kvStore) set(key, val string, del bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if del {
+		delete(s.data, key)
+	} else {
+		s.data[key] = val
+	}
+	for l, prefix := range s.watches {
+		if strings.HasPrefix(key, prefix) {
+			l.Notify(s.list(prefix))
+		}
+	}
+}
+
+func (s *kvStore) list(prefix string) []*protocol.URL {
+	var out []*protocol.URL
+	for k, v := range s.data {
+		if u, err := protocol.ParseURL(v); err == nil && strings.HasPrefix(k, prefix) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// kvRegistry is a registry.Registry over the store, with etcd-style keys
+// /services/{interface}/{category}/{url}.
+type kvRegistry struct{ s *kvStore }
+
+func key(u *protocol.URL) string {
+	return "/services/" + u.Interface() + "/" + u.Param(protocol.KeyCategory, "providers") + "/" + u.String()
+}
+func (r kvRegistry) Register(_ context.Context, u *protocol.URL) error {
+	r.s.set(key(u), u.String(), false)
+	return nil
+}
+func (r kvRegistry) Unregister(_ context.Context, u *protocol.URL) error {
+	r.s.set(key(u), "", true)
+	return nil
+}
+func (r kvRegistry) Subscribe(u *protocol.URL, l registry.Listener) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	prefix := "/services/" + u.Interface() + "/providers/"
+	r.s.watches[l] = prefix
+	l.Notify(r.s.list(prefix))
+	return nil
+}
+func (r kvRegistry) Unsubscribe(_ *protocol.URL, l registry.Listener) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	delete(r.s.watches, l)
+	return nil
+}
+func (r kvRegistry) Close() error { return nil }
+
+// countingJSON is a serialization of its own: JSON under another name and
+// id, counting the bodies it encodes.
+type countingJSON struct {
+	serialize.Serializer
+	n *atomic.Int64
+}
+
+func (countingJSON) Name() string { return "countingjson" }
+func (countingJSON) ID() byte     { return 21 }
+func (c countingJSON) Marshal(v any) ([]byte, error) {
+	c.n.Add(1)
+	return c.Serializer.Marshal(v)
+}
+func (c countingJSON) NewEncoder(w io.Writer) serialize.Encoder {
+	c.n.Add(1)
+	return c.Serializer.NewEncoder(w)
+}
+
+type greeter struct{}
+
+func (greeter) SayHello(_ context.Context, name string) (string, error) { return "hello " + name, nil }
+
+type greeterClient struct {
+	SayHello func(ctx context.Context, name string) (string, error)
+}
+
+const appYAML = `
+registries:
+  kv: {address: "etcd://toy"}
+protocols:
+  dubbo: {serialization: countingjson}
+services:
+  greeter: {interface: demo.Greeter}
+references:
+  greeter: {interface: demo.Greeter, check: true}
+`
+
+func TestOwnRegistryAndSerializationFromYAML(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	store := &kvStore{data: map[string]string{}, watches: map[registry.Listener]string{}}
+	var bodies atomic.Int64
+
+	cfg, err := config.Parse(strings.NewReader(appYAML))
+	require.NoError(t, err)
+	app, err := config.New(cfg,
+		config.WithRegistryFactory("etcd", func(string, registry.Options) (registry.Registry, error) {
+			return kvRegistry{store}, nil
+		}),
+		config.WithSerializer(countingJSON{serialize.NewJSON(), &bodies}),
+	)
+	require.NoError(t, err)
+	defer app.Shutdown(context.Background())
+
+	_, err = app.Export(ctx, "greeter", greeter{})
+	require.NoError(t, err)
+	var c greeterClient
+	require.NoError(t, app.Refer(ctx, "greeter", &c))
+	got, err := c.SayHello(ctx, "world")
+	require.NoError(t, err)
+	assert.Equal(t, "hello world", got)
+
+	store.mu.Lock()
+	providers := store.list("/services/demo.Greeter/providers/")
+	store.mu.Unlock()
+	require.Len(t, providers, 1, "the provider registered in the toy store")
+	assert.Equal(t, "countingjson", providers[0].Param(protocol.KeySerialization, ""))
+	assert.GreaterOrEqual(t, bodies.Load(), int64(2), "request and response went through the serializer")
+
+	// a scheme nobody registered is refused, listing the known ones
+	_, err = config.New(cfg)
+	require.ErrorContains(t, err, `unknown scheme "etcd" (known: memory, zk, zookeeper)`)
+}
