@@ -162,11 +162,13 @@ func (r *Registry) watchProviders(s *sub) {
 						break
 					}
 				}
-				if err := r.cache.Store(s.key, urls); err != nil {
-					r.log.Warn("zookeeper: provider cache", zap.Error(err))
-				}
 				if !delivered || !sameURLs(last, urls) {
 					notify(urls)
+				}
+				// After the listeners: the file write (with its fsync) must
+				// not delay a departed provider's removal.
+				if err := r.cache.Store(s.key, urls); err != nil {
+					r.log.Warn("zookeeper: provider cache", zap.Error(err))
 				}
 			}
 		} else if !delivered {

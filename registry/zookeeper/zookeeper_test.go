@@ -671,11 +671,13 @@ func TestCorruptCacheIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitAddrs(ctx, t, addr(20701))
-	// The file is rewritten whole and valid.
-	c := registry.OpenCache(filepath.Join(dir, "cache.json"), nil)
-	if urls, ok := c.Load(consumer(svc).ServiceKey()); !ok || len(urls) != 1 {
-		t.Fatalf("rewritten cache: %v %v", urls, ok)
-	}
+	// The file is rewritten whole and valid (just after the listeners are
+	// told, so that its write never delays them).
+	waitFor(ctx, t, "the cache rewritten", func() bool {
+		c := registry.OpenCache(filepath.Join(dir, "cache.json"), nil)
+		urls, ok := c.Load(consumer(svc).ServiceKey())
+		return ok && len(urls) == 1
+	})
 }
 
 // TestRegisterWhileDown registers while ZooKeeper is down: Register
