@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -997,37 +998,72 @@ func (r *reference) closeDirect() {
 	}
 }
 
-func (r *reference) close() {
+func (r *reference) close() { r.closeContext(context.Background()) }
+
+// closeContext closes the reference, waiting for the calls it has running
+// until ctx is done at the latest.
+func (r *reference) closeContext(ctx context.Context) {
 	for _, reg := range r.subs {
 		_ = reg.Unsubscribe(r.consumer, r.listener)
-		_ = reg.Unregister(context.Background(), r.consumer)
+		_ = reg.Unregister(ctx, r.consumer)
 	}
 	for _, c := range r.clusters {
 		_ = c.Close()
 	}
 	if r.dir != nil {
-		_ = r.dir.Close()
+		_ = r.dir.CloseContext(ctx)
 	}
 	r.closeDirect()
 }
 
 // Run blocks until ctx is done or the process gets SIGINT or SIGTERM, then
-// shuts the application down gracefully within Config.Shutdown.Timeout.
+// shuts the application down gracefully and returns within
+// Config.Shutdown.Timeout, whatever the methods in progress do. A second
+// SIGINT or SIGTERM during the shutdown ends the process at once, with
+// exit status 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
 func (a *Application) Run(ctx context.Context) error {
-	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	<-sctx.Done()
-	stop()
-	a.log.Info("shutting down")
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	a.log.Info("running until SIGINT or SIGTERM")
+	select {
+	case <-ctx.Done():
+		a.log.Info("shutting down", zap.NamedError("reason", ctx.Err()))
+	case sig := <-sigs:
+		a.log.Info("shutting down; a second signal exits at once", zap.Stringer("signal", sig))
+	}
 	dctx, cancel := context.WithTimeout(context.Background(), a.cfg.Shutdown.Timeout)
 	defer cancel()
-	return a.Shutdown(dctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Shutdown(dctx) }()
+	select {
+	case err := <-done:
+		return err
+	case sig := <-sigs:
+		a.log.Warn("second signal during shutdown; exiting at once", zap.Stringer("signal", sig))
+		_ = a.log.Sync()
+		code := 1
+		if s, ok := sig.(syscall.Signal); ok {
+			code = 128 + int(s)
+		}
+		exit(code)
+		return nil // not reached, but for a replaced exit
+	}
 }
+
+// exit ends the process; a variable so that nothing else needs to.
+var exit = os.Exit
 
 // Shutdown stops the application gracefully: it unregisters every provided
 // service, tells connected consumers at once that this provider is going
 // (so they send their next calls elsewhere), waits Config.Shutdown.Wait,
-// lets the calls in progress finish until ctx is done, closes references
-// (after their calls finish) and registries. It is idempotent.
+// lets the calls in progress finish, closes references (after their calls
+// finish) and registries. It is idempotent.
+//
+// It returns by ctx's deadline, or after Config.Shutdown.Timeout when ctx
+// has none, even when a method in progress ignores its context: such calls
+// are abandoned (they go on in the background and their answers are
+// dropped), logged and counted by Abandoned, and the error says so.
 func (a *Application) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	if a.closed {
@@ -1037,8 +1073,43 @@ func (a *Application) Shutdown(ctx context.Context) error {
 	a.closed = true
 	exports, refs := a.exports, a.refs
 	a.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.Shutdown.Timeout)
+		defer cancel()
+	}
+	// Every step below is bounded by a deadline a little before ctx's, so
+	// that they can report what they gave up; this guard holds the
+	// promise even for a step that is not bounded (a registry that does
+	// not answer).
+	dl, _ := ctx.Deadline()
+	inner, cancelInner := context.WithDeadline(ctx, dl.Add(-min(shutdownGrace, time.Until(dl)/10)))
+	defer cancelInner()
+	done := make(chan error, 1)
+	step := &atomic.Value{}
+	go func() { done <- a.shutdown(inner, exports, refs, step) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	what, _ := step.Load().(string)
+	a.log.Warn("shutdown deadline passed; returning with work unfinished", zap.String("step", what))
+	return fmt.Errorf("config: shutdown: %w while %s", ctx.Err(), what)
+}
 
+// shutdownGrace is how much sooner than Shutdown's deadline its steps
+// stop waiting (at most a tenth of the time it has).
+const shutdownGrace = 100 * time.Millisecond
+
+// Abandoned returns how many calls to this application's services the
+// shutdown gave up on, because their methods had not returned by the
+// deadline.
+func (a *Application) Abandoned() uint64 { return a.proto.Abandoned() }
+
+func (a *Application) shutdown(ctx context.Context, exports []*export, refs []*reference, step *atomic.Value) error {
 	var errs []error
+	step.Store("unregistering")
 	for _, e := range exports {
 		for _, r := range e.regs {
 			if err := r.Unregister(ctx, e.url); err != nil {
@@ -1047,6 +1118,7 @@ func (a *Application) Shutdown(ctx context.Context) error {
 		}
 	}
 	if w := a.cfg.Shutdown.Wait; w > 0 && len(exports) > 0 {
+		step.Store("waiting shutdown.wait")
 		t := time.NewTimer(w)
 		select {
 		case <-t.C:
@@ -1054,32 +1126,44 @@ func (a *Application) Shutdown(ctx context.Context) error {
 		}
 		t.Stop()
 	}
-	// References first: each closes once the calls it has running finish.
-	// Then the protocol sends the readonly event to consumers, drains the
-	// calls in progress and closes its servers and connections.
+	// References first, all at once: each closes once the calls it has
+	// running finish, or at ctx's end. Then the protocol sends the
+	// readonly event to consumers, drains the calls in progress until
+	// ctx's end and closes its servers and connections.
+	step.Store("closing references")
+	var wg sync.WaitGroup
 	for _, r := range refs {
-		r.close()
+		wg.Go(func() { r.closeContext(ctx) })
 	}
+	wg.Wait()
+	step.Store("draining calls in progress")
+	before := a.proto.Abandoned()
 	if err := a.proto.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("config: protocol shutdown: %w", err))
 	}
 	if err := a.proto.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	if n := a.proto.Abandoned() - before; n > 0 {
+		a.log.Warn("shutdown abandoned calls whose methods had not returned by the deadline", zap.Uint64("calls", n))
+	}
 	// Every call has ended: the last, partial, interval goes to the
 	// monitor before the registries close.
 	if a.reporter != nil {
+		step.Store("sending the last monitor report")
 		if err := a.reporter.Close(ctx); err != nil {
 			a.log.Warn("last monitor report not sent", zap.Error(err))
 		}
 		a.monLink.close()
 	}
+	step.Store("stopping the metrics server")
 	if a.metrics != nil {
 		if err := a.metrics.Shutdown(ctx); err != nil {
 			_ = a.metrics.Close()
 		}
 		<-a.metricsEnd
 	}
+	step.Store("closing registries")
 	for id, r := range a.registries {
 		if a.shared[id] {
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -22,7 +23,12 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if h := os.Getenv(helperEnv); h != "" {
+		os.Exit(runHelper(h))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // e2eTimeout bounds every end-to-end test.
 const e2eTimeout = 120 * time.Second

@@ -252,7 +252,12 @@ func (d *Directory) Retiring() int {
 
 // Close retires every invoker, waits (at most DrainTimeout) for the calls
 // running on them, closes them, and ignores later lists. It is idempotent.
-func (d *Directory) Close() error {
+func (d *Directory) Close() error { return d.CloseContext(context.Background()) }
+
+// CloseContext is Close whose wait for the calls running also ends when
+// ctx is done, for a shutdown with a deadline: what still runs then is
+// closed at once (its calls fail with a connection-closed error).
+func (d *Directory) CloseContext(ctx context.Context) error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -279,7 +284,11 @@ func (d *Directory) Close() error {
 		select {
 		case <-t.closed:
 		case <-deadline.C:
-			t.closeNow()
+		case <-ctx.Done():
+		}
+		select {
+		case <-t.closed:
+		default:
 			for _, r := range all {
 				r.closeNow()
 			}

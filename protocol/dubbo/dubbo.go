@@ -210,7 +210,15 @@ type Protocol struct {
 	servers map[string]*server // by requested host:port
 	pools   map[string]*pool   // by provider address
 	closed  bool
+
+	abandoned atomic.Uint64
 }
+
+// Abandoned returns how many calls the protocol's servers gave up on when
+// they closed: calls whose method had not returned by the shutdown
+// deadline (they go on in the background; their answers are dropped), and
+// calls still queued.
+func (p *Protocol) Abandoned() uint64 { return p.abandoned.Load() }
 
 var _ protocol.Protocol = (*Protocol)(nil)
 

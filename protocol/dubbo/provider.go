@@ -131,12 +131,14 @@ func (s *server) remove(key string) int {
 func (s *server) shutdown(ctx context.Context) error {
 	err := s.es.Shutdown(ctx)
 	<-s.done
+	s.p.abandoned.Add(s.es.Abandoned())
 	return err
 }
 
 func (s *server) close() {
 	s.es.Close()
 	<-s.done
+	s.p.abandoned.Add(s.es.Abandoned())
 }
 
 // Handle implements exchange.Handler: it decodes a request, calls the
