@@ -58,6 +58,13 @@ type Options struct {
 	MaxConcurrent int
 	// TLS, when set, makes the connection speak TLS.
 	TLS *tls.Config
+	// MaxConns bounds a Server's open connections (default
+	// transport.DefaultMaxConns); more are closed at once and counted
+	// (Server.Refused).
+	MaxConns int
+	// FrameTimeout bounds the time from a frame's first byte to its last
+	// (default transport.DefaultFrameTimeout, slow-loris).
+	FrameTimeout time.Duration
 	// Logger (default zap.NewNop()).
 	Logger *zap.Logger
 }
@@ -111,5 +118,6 @@ func (o *Options) withDefaults() Options {
 }
 
 func (o *Options) transport() *transport.Options {
-	return &transport.Options{MaxPayload: o.MaxPayload, TLS: o.TLS, Logger: o.Logger}
+	return &transport.Options{MaxPayload: o.MaxPayload, TLS: o.TLS, Logger: o.Logger,
+		MaxConns: o.MaxConns, FrameTimeout: o.FrameTimeout}
 }

@@ -138,6 +138,10 @@ func (s *Server) Serve(l net.Listener) error { return s.ts.Serve(l) }
 // Options.MaxConcurrent.
 func (s *Server) Busy() uint64 { return s.busy.Load() }
 
+// Refused returns how many connections were closed at once because
+// Options.MaxConns were open.
+func (s *Server) Refused() uint64 { return s.ts.Refused() }
+
 // Conns returns how many connections are open.
 func (s *Server) Conns() int { return len(s.ts.Conns()) }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,11 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultBufferSize       = 32 << 10
 	DefaultMaxQueue         = 64 << 20
+	// DefaultFrameTimeout bounds the time from a frame's first byte to its
+	// last (slow-loris).
+	DefaultFrameTimeout = 5 * time.Second
+	// DefaultMaxConns bounds the connections a Server keeps open.
+	DefaultMaxConns = 10000
 	// closeFlushTimeout bounds how long Close spends writing queued frames.
 	closeFlushTimeout = time.Second
 )
@@ -45,6 +51,9 @@ var (
 	// ErrSlowPeer closes a connection whose unwritten frames exceed
 	// Options.MaxQueue, because its peer does not read.
 	ErrSlowPeer = errors.New("transport: peer does not read, write queue full")
+	// ErrSlowFrame closes a connection whose peer started a frame and did
+	// not finish it within Options.FrameTimeout.
+	ErrSlowFrame = errors.New("transport: frame not completed in time")
 	// ErrServerClosed is returned by Server.Serve after Close.
 	ErrServerClosed = errors.New("transport: server closed")
 )
@@ -64,8 +73,17 @@ type Options struct {
 	// ErrSlowPeer.
 	MaxQueue int
 	// ReadBufferSize and WriteBufferSize size the per-connection buffers
-	// (default 32 KiB each).
+	// (default 32 KiB each). They are taken from a pool only while data
+	// flows: an idle connection holds neither.
 	ReadBufferSize, WriteBufferSize int
+	// FrameTimeout bounds the time between the first byte of a frame and
+	// its last (default 5 s); a peer slower than that is cut off with
+	// ErrSlowFrame. An idle connection (between frames) has no deadline.
+	FrameTimeout time.Duration
+	// MaxConns bounds the connections a Server keeps open, TLS handshakes
+	// included (default 10,000); connections over it are closed at once
+	// and counted (Server.Refused).
+	MaxConns int
 	// Logger receives connection events (default zap.NewNop()).
 	Logger *zap.Logger
 }
@@ -89,6 +107,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.WriteBufferSize <= 0 {
 		c.WriteBufferSize = DefaultBufferSize
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -338,11 +362,49 @@ func (c *Conn) readLoop() {
 }
 
 func (c *Conn) read() error {
-	br := bufio.NewReaderSize(c.nc, c.opts.ReadBufferSize)
+	var br *bufio.Reader
+	defer func() { putReader(br) }()
 	var hdr [HeaderSize]byte
+	armed := false // a read deadline is set on c.nc
 	for {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return err
+		fresh := false // the deadline was set for this frame
+		frameStarted := func() error {
+			if fresh {
+				return nil
+			}
+			fresh, armed = true, true
+			return c.nc.SetReadDeadline(time.Now().Add(c.opts.FrameTimeout))
+		}
+		if br == nil || br.Buffered() == 0 {
+			// Idle: wait for the next frame's first byte without a
+			// deadline and without holding a buffer.
+			putReader(br)
+			br = nil
+			if armed {
+				armed = false
+				if err := c.nc.SetReadDeadline(time.Time{}); err != nil {
+					return err
+				}
+			}
+			if _, err := io.ReadFull(c.nc, hdr[:1]); err != nil {
+				return err
+			}
+			if err := frameStarted(); err != nil {
+				return err
+			}
+			br = getReader(c.nc, c.opts.ReadBufferSize)
+			if _, err := io.ReadFull(br, hdr[1:]); err != nil {
+				return c.readErr(err)
+			}
+		} else {
+			if br.Buffered() < HeaderSize {
+				if err := frameStarted(); err != nil {
+					return err
+				}
+			}
+			if _, err := io.ReadFull(br, hdr[:]); err != nil {
+				return c.readErr(err)
+			}
 		}
 		if binary.BigEndian.Uint16(hdr[0:2]) != Magic {
 			return fmt.Errorf("%w: % x", ErrBadMagic, hdr[0:2])
@@ -351,14 +413,66 @@ func (c *Conn) read() error {
 		if n > c.opts.MaxPayload {
 			return fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
 		}
+		if br.Buffered() < n {
+			if err := frameStarted(); err != nil {
+				return err
+			}
+		}
 		f := GetBuffer()
 		f.B = append(f.B, hdr[:]...)
 		if err := readBody(br, f, n); err != nil {
 			f.Release()
-			return err
+			return c.readErr(err)
 		}
 		c.lastRead.Store(time.Now().UnixNano())
 		c.h.Serve(c, f)
+	}
+}
+
+// readErr names a read deadline that passed within a frame.
+func (c *Conn) readErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: %s sent part of a frame and nothing more for %v", ErrSlowFrame, c.nc.RemoteAddr(), c.opts.FrameTimeout)
+	}
+	return err
+}
+
+// Buffers of the default size are pooled, so that idle connections hold
+// none.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, DefaultBufferSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, DefaultBufferSize) }}
+)
+
+func getReader(r io.Reader, size int) *bufio.Reader {
+	if size != DefaultBufferSize {
+		return bufio.NewReaderSize(r, size)
+	}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+func putReader(br *bufio.Reader) {
+	if br != nil && br.Size() == DefaultBufferSize {
+		br.Reset(nil)
+		readers.Put(br)
+	}
+}
+
+func getWriter(w io.Writer, size int) *bufio.Writer {
+	if size != DefaultBufferSize {
+		return bufio.NewWriterSize(w, size)
+	}
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func putWriter(bw *bufio.Writer) {
+	if bw != nil && bw.Size() == DefaultBufferSize {
+		bw.Reset(nil)
+		writers.Put(bw)
 	}
 }
 
@@ -395,7 +509,6 @@ func growExact(b []byte, n int) []byte {
 
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
-	bw := bufio.NewWriterSize(c.nc, c.opts.WriteBufferSize)
 	var batch []*Buffer
 	for {
 		select {
@@ -405,32 +518,36 @@ func (c *Conn) writeLoop() {
 			graceful := c.graceful
 			c.mu.Unlock()
 			if graceful {
+				bw := getWriter(c.nc, c.opts.WriteBufferSize)
 				_ = c.writeQueued(bw, &batch)
 				_ = bw.Flush()
+				putWriter(bw)
 				c.nc.Close()
 			}
 			c.dropQueued()
 			return
 		}
-		if err := c.writeQueued(bw, &batch); err != nil {
+		// The buffer is held only while there is something to write.
+		bw := getWriter(c.nc, c.opts.WriteBufferSize)
+		err := c.writeQueued(bw, &batch)
+		if err != nil {
 			c.shutdown(err, false)
+		} else {
+			putWriter(bw)
 		}
 	}
 }
 
 // writeQueued writes everything queued, taking more as it comes, and
-// flushes when the queue is empty.
+// flushes when the queue is empty. The bytes of a batch stay counted in
+// queued until the batch is written, so that MaxQueue bounds what waits
+// in memory, in the queue and in the writer together.
 func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 	yielded := false
 	for {
 		c.mu.Lock()
 		q := c.queue
 		c.queue = (*batch)[:0]
-		c.queued = 0
-		if c.space != nil {
-			close(c.space)
-			c.space = nil
-		}
 		c.mu.Unlock()
 		if len(q) == 0 {
 			*batch = q
@@ -444,14 +561,23 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 			return bw.Flush()
 		}
 		var err error
+		written := 0
 		for i, f := range q {
 			if err == nil {
 				_, err = bw.Write(f.B)
 			}
+			written += len(f.B)
 			f.Release()
 			q[i] = nil
 		}
 		*batch = q
+		c.mu.Lock()
+		c.queued -= written
+		if c.space != nil {
+			close(c.space)
+			c.space = nil
+		}
+		c.mu.Unlock()
 		if err != nil {
 			return err
 		}

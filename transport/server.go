@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +21,26 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
 	closed    bool
+	pending   int            // TLS handshakes under way
 	wg        sync.WaitGroup // handshakes and connections
+	refused   atomic.Uint64
+}
+
+// Refused returns how many connections were closed at once because
+// Options.MaxConns were open.
+func (s *Server) Refused() uint64 { return s.refused.Load() }
+
+// admit reports whether one more connection may open (s.mu is held), and
+// counts and logs a refusal.
+func (s *Server) admit(nc net.Conn) bool {
+	if len(s.conns)+s.pending < s.opts.MaxConns {
+		return true
+	}
+	if n := s.refused.Add(1); n&(n-1) == 0 { // log the 1st, 2nd, 4th, 8th... refusal
+		s.opts.Logger.Warn("connection limit reached: closing new connections",
+			zap.Int("max_conns", s.opts.MaxConns), zap.Stringer("peer", nc.RemoteAddr()), zap.Uint64("refused", n))
+	}
+	return false
 }
 
 // NewServer returns a server that serves connections with h; opts may be nil.
@@ -78,15 +98,16 @@ func (s *Server) Serve(l net.Listener) error {
 			_ = tc.SetNoDelay(true)
 		}
 		if s.opts.TLS == nil {
-			s.add(nc)
+			s.add(nc, false)
 			continue
 		}
 		s.mu.Lock()
-		if s.closed {
+		if s.closed || !s.admit(nc) {
 			s.mu.Unlock()
 			nc.Close()
 			continue
 		}
+		s.pending++
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
@@ -96,10 +117,13 @@ func (s *Server) Serve(l net.Listener) error {
 			if err := tc.Handshake(); err != nil {
 				s.opts.Logger.Debug("tls handshake", zap.Stringer("peer", nc.RemoteAddr()), zap.Error(err))
 				nc.Close()
+				s.mu.Lock()
+				s.pending--
+				s.mu.Unlock()
 				return
 			}
 			_ = tc.SetDeadline(time.Time{})
-			s.add(tc)
+			s.add(tc, true)
 		}()
 	}
 }
@@ -115,10 +139,15 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-func (s *Server) add(nc net.Conn) {
+// add serves nc; admitted says that a handshake already took its place
+// (counted in pending).
+func (s *Server) add(nc net.Conn, admitted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if admitted {
+		s.pending--
+	}
+	if s.closed || !admitted && !s.admit(nc) {
 		nc.Close()
 		return
 	}

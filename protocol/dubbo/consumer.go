@@ -64,8 +64,9 @@ type lazyConn struct {
 	unusable atomic.Bool
 
 	mu      sync.Mutex
-	dialled bool  // a dial was attempted
-	down    error // why no connection is up, while reconnecting
+	dialled bool          // a dial was attempted
+	dialing chan struct{} // closed when the first dial ends
+	down    error         // why no connection is up, while reconnecting
 	closed  bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -92,37 +93,89 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 		return cl, nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch {
 	case c.closed:
+		c.mu.Unlock()
 		return nil, status.ErrClosed
 	case alive(c.cur.Load()):
+		c.mu.Unlock()
 		return c.cur.Load(), nil
 	case c.down != nil:
-		return nil, c.down
+		err := c.down
+		c.mu.Unlock()
+		return nil, err
+	case c.dialing != nil:
+		// The first dial is under way, or over: wait for it below.
 	case c.dialled:
 		// The connection died and the watcher has not marked it yet.
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", status.ErrClosed, c.addr)
+	default:
+		// The first dial belongs to the connection, not to this caller:
+		// a caller that gives up (its context ends) neither cancels it
+		// nor marks the connection down for everyone.
+		c.dialled = true
+		c.dialing = make(chan struct{})
+		c.wg.Go(c.firstDial)
 	}
-	c.dialled = true
+	dialing := c.dialing
+	c.mu.Unlock()
+	select {
+	case <-dialing:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: waiting for the connection to %s: %w", status.ErrClosed, c.addr, ctx.Err())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch cl := c.cur.Load(); {
+	case c.closed:
+		return nil, status.ErrClosed
+	case alive(cl):
+		return cl, nil
+	case c.down != nil:
+		return nil, c.down
+	}
+	return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", status.ErrClosed, c.addr)
+}
+
+// firstDial makes the first connection, bounded by DialTimeout and by
+// Close only.
+func (c *lazyConn) firstDial() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	cl, err := c.dial(ctx)
-	if err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer close(c.dialing)
+	switch {
+	case c.closed:
+		if cl != nil {
+			cl.Close()
+		}
+	case err != nil:
 		c.setDown(err)
 		c.wg.Go(func() { c.reconnect(nil) })
-		return nil, err
+	default:
+		c.use(cl)
 	}
-	c.use(cl)
-	return cl, nil
 }
 
 func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.p.opts.DialTimeout)
 	defer cancel()
 	return exchange.Dial(ctx, c.addr, &exchange.Options{
-		MaxPayload: c.p.opts.MaxPayload,
-		Heartbeat:  c.p.opts.Heartbeat,
-		TLS:        c.p.opts.ClientTLS,
-		Logger:     c.p.opts.Logger.Named("dubbo.client"),
+		MaxPayload:   c.p.opts.MaxPayload,
+		Heartbeat:    c.p.opts.Heartbeat,
+		TLS:          c.p.opts.ClientTLS,
+		FrameTimeout: c.p.opts.FrameTimeout,
+		Logger:       c.p.opts.Logger.Named("dubbo.client"),
 	})
 }
 

@@ -86,6 +86,14 @@ type Options struct {
 	// Serializers holds the serializations known by name and id (default
 	// serialize.Builtin()). A URL's serialization must be in it.
 	Serializers *serialize.Table
+	// MaxConnections bounds the connections one provider port keeps open
+	// (default transport.DefaultMaxConns, 10,000); more are closed at once
+	// and counted in Stats.RefusedConnections.
+	MaxConnections int
+	// FrameTimeout bounds the time from a frame's first byte to its last
+	// on every connection (default transport.DefaultFrameTimeout, 5 s): a
+	// peer that starts a frame and stalls is cut off (slow-loris).
+	FrameTimeout time.Duration
 	// Attachments bounds the attachments of a request (on the provider)
 	// and of a response (on the consumer): count, key and value length,
 	// total bytes. Zero fields take DefaultMaxAttachments,
@@ -131,6 +139,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("dubbo: DialTimeout %v is negative", c.DialTimeout)
 	case c.Reconnect < 0 || c.MaxReconnect < 0:
 		return c, errors.New("dubbo: Reconnect and MaxReconnect must not be negative")
+	case c.MaxConnections < 0 || c.FrameTimeout < 0:
+		return c, errors.New("dubbo: MaxConnections and FrameTimeout must not be negative")
 	case c.MaxTimeout < 0:
 		return c, fmt.Errorf("dubbo: MaxTimeout %v is negative", c.MaxTimeout)
 	case c.MaxProviderTimeout < 0:
@@ -343,6 +353,9 @@ type Stats struct {
 	BadSerializations uint64
 	// Panics counts provider methods that panicked.
 	Panics uint64
+	// RefusedConnections counts connections to the exported ports closed
+	// at once because Options.MaxConnections were open (ports still open).
+	RefusedConnections uint64
 }
 
 type stats struct {
@@ -352,12 +365,25 @@ type stats struct {
 // Stats returns the counts of refused input.
 func (p *Protocol) Stats() Stats {
 	return Stats{
-		BadAttachments:    p.stats.badAttachments.Load(),
-		BadBodies:         p.stats.badBodies.Load(),
-		BadTokens:         p.stats.badTokens.Load(),
-		BadSerializations: p.stats.badSerializations.Load(),
-		Panics:            p.stats.panics.Load(),
+		BadAttachments:     p.stats.badAttachments.Load(),
+		BadBodies:          p.stats.badBodies.Load(),
+		BadTokens:          p.stats.badTokens.Load(),
+		BadSerializations:  p.stats.badSerializations.Load(),
+		Panics:             p.stats.panics.Load(),
+		RefusedConnections: p.refusedConns(),
 	}
+}
+
+func (p *Protocol) refusedConns() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n uint64
+	for k, s := range p.servers {
+		if s.keys[0] == k {
+			n += s.es.Refused()
+		}
+	}
+	return n
 }
 
 // Exporter is a service served by a Protocol.

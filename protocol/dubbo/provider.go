@@ -83,6 +83,8 @@ func (p *Protocol) listen(host string, port int) (*server, error) {
 		Workers:       p.opts.Workers,
 		Queue:         p.opts.Queue,
 		TLS:           p.opts.ServerTLS,
+		MaxConns:      p.opts.MaxConnections,
+		FrameTimeout:  p.opts.FrameTimeout,
 		Logger:        p.opts.Logger.Named("dubbo.server"),
 	})
 	if err != nil {

@@ -302,3 +302,41 @@ func TestProviderBoundsEveryContext(t *testing.T) {
 		require.LessOrEqual(t, left, int64(3000), "timeout %d: capped by MaxProviderTimeout", timeout)
 	}
 }
+
+// TestFirstDialOutlivesCaller: the first call's context does not own the
+// connection's first dial: a caller that has already given up gets its own
+// error, and the next caller is served at once (the connection was not
+// marked down for everyone).
+func TestFirstDialOutlivesCaller(t *testing.T) {
+	ctx := testCtx(t)
+	_, u := export(t, newProtocol(t, nil), providerURL("demo.Greeter"))
+	inv := refer(t, newProtocol(t, nil), u)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := inv.Invoke(gone, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.ErrorIs(t, err, context.Canceled)
+	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"y"}})
+	require.NoError(t, err)
+	require.Equal(t, "hello y", res.Value)
+}
+
+// TestMaxConnections: a provider port keeps at most MaxConnections open;
+// one more is closed at once and counted, and the consumer already
+// connected is served.
+func TestMaxConnections(t *testing.T) {
+	ctx := testCtx(t)
+	srv := newProtocol(t, &dubbo.Options{MaxConnections: 1})
+	_, u := export(t, srv, providerURL("demo.Greeter"))
+	inv := refer(t, newProtocol(t, nil), u)
+	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.NoError(t, err)
+	extra, err := net.Dial("tcp", u.Address())
+	require.NoError(t, err)
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(testTimeout))
+	_, err = extra.Read(make([]byte, 1))
+	require.Error(t, err, "closed at once")
+	require.Equal(t, uint64(1), srv.Stats().RefusedConnections)
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.NoError(t, err)
+}

@@ -1,0 +1,171 @@
+package transport_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// serve starts a Server with opts and h on a free port.
+func serve(t *testing.T, h transport.Handler, opts *transport.Options) (*transport.Server, string) {
+	t.Helper()
+	s := transport.NewServer(h, opts)
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(l) }()
+	t.Cleanup(func() { s.Close(); <-done })
+	return s, l.Addr().String()
+}
+
+// TestQueueBoundHoldsDuringBatch: while the writer is stuck writing a
+// batch to a peer that does not read, that batch still counts against
+// MaxQueue (it used to be forgotten the moment the writer took it, so about
+// twice the limit could wait in memory).
+func TestQueueBoundHoldsDuringBatch(t *testing.T) {
+	ctx := testCtx(t)
+	x, y := net.Pipe()
+	defer y.Close()
+	h := newRecorder(false)
+	c := transport.NewConn(x, h, &transport.Options{MaxQueue: 4 << 10, WriteBufferSize: 512})
+	defer c.Close()
+	require.NoError(t, c.Send(frame(0, string(make([]byte, 4<<10-transport.HeaderSize)))))
+	// Read a little: the writer is now inside that batch, blocked.
+	_, err := io.ReadFull(y, make([]byte, 16))
+	require.NoError(t, err)
+	accepted := 0
+	for i := 1; i <= 16 && err == nil; i++ {
+		if err = c.Send(frame(uint64(i), string(make([]byte, 1024)))); err == nil {
+			accepted++
+		}
+	}
+	require.ErrorIs(t, err, transport.ErrSlowPeer)
+	require.Equal(t, 1, accepted, "one frame past the limit at most while 4 KiB are being written")
+	require.ErrorIs(t, recvErr(t, ctx, h.closed), transport.ErrSlowPeer)
+}
+
+// TestSlowLoris: a peer that starts a frame and stops is cut off after
+// FrameTimeout; a connection that is merely idle between frames is not.
+func TestSlowLoris(t *testing.T) {
+	ctx := testCtx(t)
+	h := newRecorder(true)
+	_, addr := serve(t, h, &transport.Options{FrameTimeout: 300 * time.Millisecond})
+
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	for name, partial := range map[string][]byte{
+		"half a header": frame(1, "body").B[:7],
+		"half a body":   frame(2, "0123456789").B[:20],
+	} {
+		t.Run(name, func(t *testing.T) {
+			slow, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer slow.Close()
+			_, err = slow.Write(partial)
+			require.NoError(t, err)
+			require.ErrorIs(t, recvErr(t, ctx, h.closed), transport.ErrSlowFrame)
+			_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = slow.Read(make([]byte, 1))
+			require.ErrorIs(t, err, io.EOF, "the server closed the slow connection")
+		})
+	}
+	// The idle connection, older than both, still works.
+	_, err = idle.Write(frame(7, "still here").B)
+	require.NoError(t, err)
+	require.Contains(t, string(recv(t, ctx, h.frames)), "still here")
+	got := make([]byte, transport.HeaderSize+len("still here"))
+	_, err = io.ReadFull(idle, got)
+	require.NoError(t, err)
+	require.Contains(t, string(got), "still here")
+}
+
+// TestMaxConns: connections over the limit are closed at once and counted;
+// once one closes, a new one is served.
+func TestMaxConns(t *testing.T) {
+	ctx := testCtx(t)
+	h := newRecorder(true)
+	s, addr := serve(t, h, &transport.Options{MaxConns: 3})
+	var open []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		open = append(open, c)
+	}
+	require.Eventually(t, func() bool { return len(s.Conns()) == 3 }, 5*time.Second, time.Millisecond)
+	over, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer over.Close()
+	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = over.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "closed at once")
+	require.Equal(t, uint64(1), s.Refused())
+	require.Len(t, s.Conns(), 3)
+
+	open[0].Close()
+	require.Error(t, recvErr(t, ctx, h.closed))
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write(frame(1, "in").B)
+	require.NoError(t, err)
+	require.Contains(t, string(recv(t, ctx, h.frames)), "in")
+}
+
+// TestIdleConnectionsCheap: 2,000 idle connections cost the server (and
+// the test's own client sockets) at most 16 KiB each in heap and stacks:
+// read and write buffers are taken only while data flows.
+func TestIdleConnectionsCheap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 2,000 connections")
+	}
+	const n = 2000
+	s, addr := serve(t, echoHandler{}, nil)
+	// Warm the pools and the server with one call.
+	warm, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer warm.Close()
+	_, err = warm.Write(frame(1, "warm").B)
+	require.NoError(t, err)
+	_, err = io.ReadFull(warm, make([]byte, transport.HeaderSize+4))
+	require.NoError(t, err)
+
+	before := memInUse()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	require.Eventually(t, func() bool { return len(s.Conns()) == n+1 }, 30*time.Second, 10*time.Millisecond)
+	after := memInUse()
+	per := (int64(after) - int64(before)) / n
+	t.Logf("%d idle connections: %d bytes each (heap and stacks, server and client sockets)", n, per)
+	require.LessOrEqual(t, per, int64(16<<10), fmt.Sprintf("%d bytes per idle connection", per))
+}
+
+func memInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
+}
+
+// echoHandler echoes frames and records nothing.
+type echoHandler struct{}
+
+func (echoHandler) Serve(c *transport.Conn, f *transport.Buffer) { _ = c.Send(f) }
+func (echoHandler) Closed(*transport.Conn, error)                {}
