@@ -2,10 +2,13 @@ package monitor_test
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
@@ -135,5 +138,79 @@ func BenchmarkTakeReport(b *testing.B) {
 		if len(r.Rows) != 100 {
 			b.Fatalf("%d rows", len(r.Rows))
 		}
+	}
+}
+
+// BenchmarkCountingOverheadInterleaved measures the cost of counting on a
+// busy machine, where two benchmarks run one after the other see
+// different loads: 100 callers alternate calls with counting off and on,
+// so both see the same load, and the mean call time of each is reported
+// (at a fixed number of callers, throughput is inversely proportional to
+// it). overhead-% is (on/off - 1) x 100.
+func BenchmarkCountingOverheadInterleaved(b *testing.B) {
+	payload := strings.Repeat("x", 581)
+	ctx := context.Background()
+	off := echoPair(b, nil)
+	on := echoPair(b, monitor.New(monitor.WithIdentity("bench", "127.0.0.1")))
+	var mu sync.Mutex
+	var sum [2]time.Duration
+	var n [2]int64
+	b.ReportAllocs()
+	b.SetParallelism(max(100/runtime.GOMAXPROCS(0), 1))
+	b.RunParallel(func(pb *testing.PB) {
+		var s [2]time.Duration
+		var c [2]int64
+		for i := 0; pb.Next(); i++ {
+			k := i & 1
+			stub := off
+			if k == 1 {
+				stub = on
+			}
+			start := time.Now()
+			r, err := stub.Echo(ctx, payload)
+			s[k] += time.Since(start)
+			c[k]++
+			if err != nil || len(r) != len(payload) {
+				b.Errorf("reply of %d bytes, %v", len(r), err)
+			}
+		}
+		mu.Lock()
+		for k := range 2 {
+			sum[k] += s[k]
+			n[k] += c[k]
+		}
+		mu.Unlock()
+	})
+	if n[0] > 0 && n[1] > 0 {
+		offMean := float64(sum[0]) / float64(n[0])
+		onMean := float64(sum[1]) / float64(n[1])
+		b.ReportMetric(offMean/1e3, "off-µs/call")
+		b.ReportMetric(onMean/1e3, "on-µs/call")
+		b.ReportMetric((onMean/offMean-1)*100, "overhead-%")
+	}
+}
+
+// BenchmarkCountingStack is everything counting adds to one call when
+// both sides are counted: the call filter, the attempt filter, the
+// provider filter and the response-size callback, around an invoker that
+// does nothing. Compare with the CPU time of a whole call.
+func BenchmarkCountingStack(b *testing.B) {
+	m := monitor.New(monitor.WithIdentity("bench", "127.0.0.1"))
+	pf := m.ProviderFilter()
+	pf.SetAddr("127.0.0.1:20880")
+	res := &protocol.Result{RequestBytes: 600, ResponseBytes: 600}
+	var nop protocol.Invoker = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return res, nil }}
+	provider := protocol.Chain(nop, pf)
+	consumer := protocol.Chain(protocol.Chain(nop, m.AttemptFilter("127.0.0.1:20880")), m.CallFilter())
+	cinv := &protocol.Invocation{Service: "bench.Echo", Method: "Echo"}
+	pinv := &protocol.Invocation{Service: "bench.Echo", Method: "Echo", RequestBytes: 600,
+		RemoteAddr:  &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000},
+		Attachments: map[string]string{protocol.KeyRemoteApplication: "bench"}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = consumer.Invoke(ctx, cinv)
+		_, _ = provider.Invoke(ctx, pinv)
+		pf.ResponseSent(pinv, 600)
 	}
 }

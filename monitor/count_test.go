@@ -173,7 +173,7 @@ func TestMaxRestartsEachReport(t *testing.T) {
 	ctx := testCtx(t)
 	m := New()
 	clock := &fakeClock{t: time.Unix(0, 0)}
-	m.now = clock.now
+	m.now = clock.nanos
 	f := m.CallFilter()
 	inv := &protocol.Invocation{Service: "s", Method: "m"}
 	clock.step = 9 * time.Millisecond

@@ -119,6 +119,7 @@ type counters struct {
 	hist *latency // microseconds, this interval
 
 	sent sent // what the reporter has sent, under Monitor.reportMu
+	k    key  // the key these counters count, for the filters' caches
 }
 
 func storeMax(v *atomic.Int64, n int64) {
@@ -222,7 +223,8 @@ type Monitor struct {
 
 	mu      sync.Mutex // serializes writers of entries
 	entries atomic.Pointer[map[key]*counters]
-	now     func() time.Time
+	now     func() int64 // monotonic nanoseconds, for call times
+	wall    func() time.Time
 
 	reportMu  sync.Mutex // serializes takeReport
 	lastTaken time.Time
@@ -230,13 +232,13 @@ type Monitor struct {
 
 // New returns a Monitor with no counts.
 func New(opts ...Option) *Monitor {
-	m := &Monitor{now: time.Now, classify: Classify}
+	m := &Monitor{now: nanotime, wall: time.Now, classify: Classify}
 	for _, o := range opts {
 		o(m)
 	}
 	empty := map[key]*counters{}
 	m.entries.Store(&empty)
-	m.lastTaken = m.now()
+	m.lastTaken = m.wall()
 	return m
 }
 
@@ -296,9 +298,8 @@ func (p *ProviderFilter) Invoke(ctx context.Context, inv *protocol.Invocation, n
 
 // ResponseSent counts the bytes of the response to inv.
 func (p *ProviderFilter) ResponseSent(inv *protocol.Invocation, bytes int) {
-	if c, ok := (*p.f.m.entries.Load())[p.f.key(inv)]; ok {
-		c.bytesOut.Add(int64(bytes))
-	}
+	k := p.f.key(inv)
+	p.f.lookup(&k).bytesOut.Add(int64(bytes))
 }
 
 type filter struct {
@@ -306,6 +307,39 @@ type filter struct {
 	side     Side
 	provider string                 // consumer side; "" at call level
 	addr     atomic.Pointer[string] // provider side
+	// cache holds recently used counters by a cheap hash of the key, so
+	// that most calls compare a key instead of hashing it for the map.
+	cache [cacheSlots]atomic.Pointer[counters]
+}
+
+const cacheSlots = 16
+
+// slot picks a cache slot from the lengths and a few bytes of the key's
+// strings: cheap, and different for the methods and peers one filter sees.
+func slot(k *key) int {
+	h := uint(len(k.service))*7 + uint(len(k.version))*3 + uint(len(k.group))*5 + uint(len(k.method))*11
+	if n := len(k.method); n > 0 {
+		h += uint(k.method[0]) + uint(k.method[n-1])*13 + uint(k.method[n/2])*17
+	}
+	if k.side == Provider {
+		h += uint(len(k.consumerApp))*19 + uint(len(k.provider))*23
+		if k.consumerIP.Is4() {
+			b := k.consumerIP.As4()
+			h += uint(b[3])*29 + uint(b[2])*31
+		}
+	}
+	return int(h % cacheSlots)
+}
+
+// lookup returns the counters of k through the cache.
+func (f *filter) lookup(k *key) *counters {
+	s := &f.cache[slot(k)]
+	if c := s.Load(); c != nil && c.k == *k {
+		return c
+	}
+	c := f.m.counters(*k)
+	s.Store(c)
+	return c
 }
 
 var _ protocol.Filter = (*filter)(nil)
@@ -333,7 +367,8 @@ func ipOf(a net.Addr) netip.Addr {
 // Invoke counts the call around next. A call that panics is counted as a
 // failure and the panic goes on.
 func (f *filter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-	c := f.m.counters(f.key(inv))
+	k := f.key(inv)
+	c := f.lookup(&k)
 	c.calls.Add(1)
 	storeMax(&c.maxConc, c.concurrent.Add(1))
 	if f.side == Provider {
@@ -343,12 +378,12 @@ func (f *filter) Invoke(ctx context.Context, inv *protocol.Invocation, next prot
 	ended := false
 	defer func() {
 		if !ended {
-			c.end(f.m.now().Sub(start), kindIndex(KindOther), false)
+			c.end(time.Duration(f.m.now()-start), kindIndex(KindOther), false)
 		}
 	}()
 	res, err := next.Invoke(ctx, inv)
 	ended = true
-	d := f.m.now().Sub(start)
+	d := time.Duration(f.m.now() - start)
 	if err != nil {
 		c.end(d, kindIndex(f.m.classify(f.side, err)), false)
 		return res, err
@@ -389,7 +424,7 @@ func (m *Monitor) counters(k key) *counters {
 	for k, v := range old {
 		next[k] = v
 	}
-	c := &counters{hist: newLatency()}
+	c := &counters{hist: newLatency(), k: k}
 	next[k] = c
 	m.entries.Store(&next)
 	return c
@@ -465,7 +500,7 @@ type sent struct {
 func (m *Monitor) TakeReport() *Report {
 	m.reportMu.Lock()
 	defer m.reportMu.Unlock()
-	now := m.now()
+	now := m.wall()
 	r := &Report{Application: m.app, Host: m.host, Start: m.lastTaken, End: now}
 	m.lastTaken = now
 	for k, c := range *m.entries.Load() {

@@ -30,11 +30,11 @@ type fakeClock struct {
 	step time.Duration
 }
 
-func (c *fakeClock) now() time.Time {
+func (c *fakeClock) nanos() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(c.step)
-	return c.t
+	return c.t.UnixNano()
 }
 
 var errBoom = errors.New("boom")
@@ -52,7 +52,7 @@ func TestCounts(t *testing.T) {
 	ctx := testCtx(t)
 	m := New()
 	clock := &fakeClock{t: time.Unix(0, 0)}
-	m.now = clock.now
+	m.now = clock.nanos
 	f := m.Filter(Consumer)
 	hello := &protocol.Invocation{Service: "demo.Greeter", Version: "1.0", Method: "SayHello"}
 
