@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -472,7 +473,7 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	if err != nil {
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
 	}
-	u = u.With(protocol.KeyMethods, strings.Join(prov.Methods(), ","))
+	u = u.With(protocol.KeyMethods, strings.Join(prov.Methods(), ",")).With(proxy.KeySignatures, prov.Signatures())
 	counting := a.monitor.ProviderFilter()
 	if port != 0 {
 		counting.SetAddr(net.JoinHostPort(pc.Host, strconv.Itoa(port)))
@@ -599,8 +600,22 @@ func executeLimit(n int) protocol.Filter {
 // calls go to the providers of the reference id of Config.References,
 // through the reference's router, load balancer and fault-tolerance
 // strategy. See proxy.Refer for the rules on stub's fields.
+//
+// Refer checks stub against the method signatures the providers listed
+// now publish (see ReferenceConfig.Contract) and that every key of the
+// reference's methods names a method of stub.
 func (a *Application) Refer(ctx context.Context, id string, stub any) error {
-	return a.refer(ctx, id, func(inv protocol.Invoker) error { return proxy.Refer(stub, inv) })
+	if err := a.checkMethodsKeys(id, stub); err != nil {
+		return err
+	}
+	// The stub is filled on a scratch copy first and handed over only once
+	// the contract check passed, so a failed Refer leaves it untouched.
+	scratch := scratchStub(stub)
+	err := a.refer(ctx, id, func(inv protocol.Invoker) error { return proxy.Refer(scratch, inv) }, stub)
+	if err == nil {
+		copyFuncs(reflect.ValueOf(stub).Elem(), reflect.ValueOf(scratch).Elem())
+	}
+	return err
 }
 
 // ReferGeneric returns a generic client for the reference id: it calls any
@@ -612,12 +627,12 @@ func (a *Application) ReferGeneric(ctx context.Context, id string) (*proxy.Gener
 	err := a.refer(ctx, id, func(inv protocol.Invoker) (err error) {
 		g, err = proxy.NewGeneric(inv)
 		return err
-	})
+	}, nil)
 	return g, err
 }
 
 // refer builds the reference id and hands its top invoker to bind.
-func (a *Application) refer(ctx context.Context, id string, bind func(protocol.Invoker) error) error {
+func (a *Application) refer(ctx context.Context, id string, bind func(protocol.Invoker) error, stub any) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -629,6 +644,10 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	}
 	ref, err := a.buildRef(ctx, "references."+id, rc, a.proto, true, bind)
 	if err != nil {
+		return err
+	}
+	if err := a.checkContract(id, rc, ref, stub); err != nil {
+		ref.close()
 		return err
 	}
 	a.refs = append(a.refs, ref)

@@ -119,6 +119,8 @@ type ProtocolConfig struct {
 
 // ServiceConfig is one provided service.
 type ServiceConfig struct {
+	// Interface is the name consumers refer the service by, such as
+	// demo.Greeter (required).
 	Interface string `yaml:"interface"`
 	Version   string `yaml:"version"`
 	Group     string `yaml:"group"`
@@ -171,7 +173,13 @@ type ReferenceConfig struct {
 	timeoutDefaulted bool
 	// Check makes Refer fail when no provider is known (default false).
 	Check bool `yaml:"check"`
-	// Methods holds per-method overrides by method name.
+	// Contract is what Refer does when the stub does not fit the method
+	// signatures the providers publish (a missing method, another number
+	// of arguments, an argument or reply of another kind): "fail"
+	// (default), "warn" (log and go on, for rolling upgrades) or "off".
+	Contract string `yaml:"contract"`
+	// Methods holds per-method overrides by method name; each must name a
+	// method of the stub given to Refer.
 	Methods map[string]MethodConfig `yaml:"methods"`
 	// Routers are condition rules ("method = find* => host = 127.0.0.2").
 	Routers []string `yaml:"routers"`
@@ -357,7 +365,7 @@ func (c *Config) validate(k known) error {
 	for id, s := range c.Services {
 		key := "services." + id
 		if s.Interface == "" {
-			s.Interface = id
+			bad("%s.interface is empty: name the service's interface, such as demo.Greeter", key)
 		}
 		if s.Protocol == "" {
 			if len(c.Protocols) == 1 {
@@ -401,6 +409,12 @@ func (c *Config) validate(k known) error {
 		}
 		if r.Cluster == "" {
 			r.Cluster = "failover"
+		}
+		if r.Contract == "" {
+			r.Contract = ContractFail
+		}
+		if !slices.Contains(contractModes, r.Contract) {
+			bad("%s.contract %q: unknown%s (known: %s)", key, r.Contract, suggest(r.Contract, contractModes), strings.Join(contractModes, ", "))
 		}
 		if loadBalances != nil && !slices.Contains(loadBalances, r.LoadBalance) {
 			bad("%s.loadbalance: unknown %q%s (known: %s)", key, r.LoadBalance, suggest(r.LoadBalance, loadBalances), strings.Join(loadBalances, ", "))
