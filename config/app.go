@@ -3,7 +3,6 @@ package config
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,10 +24,12 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/monitor/prom"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/memory"
@@ -38,8 +39,8 @@ import (
 )
 
 // ErrTokenMismatch is returned to callers whose token attachment does not
-// match the provider's token.
-var ErrTokenMismatch = errors.New("config: invalid token")
+// match the provider's token (filter.ErrTokenMismatch).
+var ErrTokenMismatch = filter.ErrTokenMismatch
 
 // Option configures an Application.
 type Option func(*Application) error
@@ -90,13 +91,53 @@ func WithCluster(name string, f cluster.StrategyFactory) Option {
 	return func(a *Application) error { return a.strategies.Register(name, f) }
 }
 
-// WithFilters adds filters to every provided service (provider side) and
-// every referred provider (consumer side), after the built-in ones.
-func WithFilters(provider, consumer []protocol.Filter) Option {
+// FilterOption places filters for WithFilters.
+type FilterOption func(*filterSet)
+
+type filterSet struct {
+	provider, call, attempt []protocol.Filter
+}
+
+// ProviderFilters runs fs on every call a provided service gets, after the
+// built-in ones (counting, token, executes), before the service method.
+func ProviderFilters(fs ...protocol.Filter) FilterOption {
+	return func(s *filterSet) { s.provider = append(s.provider, fs...) }
+}
+
+// CallFilters runs fs once per consumer call, above the cluster: before
+// the provider is picked, once whatever the retries (after the call
+// counting).
+func CallFilters(fs ...protocol.Filter) FilterOption {
+	return func(s *filterSet) { s.call = append(s.call, fs...) }
+}
+
+// AttemptFilters runs fs once per attempt, below the cluster: on the
+// provider's invoker, so a retried call passes them again, each time
+// with the provider picked (after the attempt counting and the token).
+func AttemptFilters(fs ...protocol.Filter) FilterOption {
+	return func(s *filterSet) { s.attempt = append(s.attempt, fs...) }
+}
+
+// WithFilters adds filters to every provided service and every reference,
+// placed by ProviderFilters, CallFilters and AttemptFilters.
+func WithFilters(opts ...FilterOption) Option {
 	return func(a *Application) error {
-		a.providerFilters = append(a.providerFilters, provider...)
-		a.consumerFilters = append(a.consumerFilters, consumer...)
+		for _, o := range opts {
+			o(&a.filters)
+		}
 		return nil
+	}
+}
+
+// WithFilter adds a filter by name, for services and references to list in
+// their filters, call_filters or attempt_filters keys. The same value
+// serves every chain that names it, so it must be safe for concurrent use.
+func WithFilter(name string, f protocol.Filter) Option {
+	return func(a *Application) error {
+		if f == nil {
+			return fmt.Errorf("config: WithFilter %q: nil filter", name)
+		}
+		return a.named.Register(name, f)
 	}
 }
 
@@ -140,7 +181,8 @@ type Application struct {
 	// serializers are added to the protocol's table at New.
 	serializers []serialize.Serializer
 
-	providerFilters, consumerFilters []protocol.Filter
+	filters filterSet                     // from WithFilters
+	named   *named.Table[protocol.Filter] // from WithFilter
 
 	mu         sync.Mutex
 	proto      *dubbo.Protocol
@@ -186,6 +228,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		}),
 		shared: map[string]bool{},
 		ports:  map[string]int{},
+		named:  named.New[protocol.Filter]("config", "filter", nil),
 	}
 	for _, o := range opts {
 		if err := o(a); err != nil {
@@ -206,6 +249,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		clusters:       a.strategies.Names(),
 		registries:     a.regTable.Names(),
 		serializations: po.Serializers.Names(),
+		filters:        a.named.Names(),
 	}); err != nil {
 		return nil, err
 	}
@@ -480,12 +524,13 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	}
 	filters := []protocol.Filter{counting}
 	if token != "" {
-		filters = append(filters, tokenCheck(token))
+		filters = append(filters, filter.NewTokenCheck(token))
 	}
 	if sc.Executes > 0 {
-		filters = append(filters, executeLimit(sc.Executes))
+		filters = append(filters, filter.NewExecutes(sc.Executes))
 	}
-	filters = append(filters, a.providerFilters...)
+	filters = append(filters, a.filters.provider...)
+	filters = append(filters, a.byName(sc.Filters)...)
 	exp, err := a.proto.Export(&urlInvoker{Invoker: protocol.Chain(prov, filters...), url: u})
 	if err != nil {
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
@@ -553,47 +598,16 @@ func setIf(m map[string]string, k, v string) {
 	}
 }
 
-// tokenCheck refuses calls whose token attachment is not token, comparing
-// in constant time.
-func tokenCheck(token string) protocol.Filter {
-	want := []byte(token)
-	return protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-		got := inv.Attachment(protocol.KeyToken)
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			return nil, fmt.Errorf("%w: %s.%s", ErrTokenMismatch, inv.Service, inv.Method)
+// byName returns the filters added with WithFilter under names (checked
+// by validate).
+func (a *Application) byName(names []string) []protocol.Filter {
+	out := make([]protocol.Filter, 0, len(names))
+	for _, n := range names {
+		if f, err := a.named.Get(n); err == nil {
+			out = append(out, f)
 		}
-		return next.Invoke(ctx, inv)
-	})
-}
-
-// tokenAttach copies the token of the provider an invoker calls into the
-// call's attachments, without touching the caller's map.
-func tokenAttach(token string) protocol.Filter {
-	return protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-		c := *inv
-		c.Attachments = make(map[string]string, len(inv.Attachments)+1)
-		for k, v := range inv.Attachments {
-			c.Attachments[k] = v
-		}
-		c.Attachments[protocol.KeyToken] = token
-		return next.Invoke(ctx, &c)
-	})
-}
-
-// executeLimit bounds the calls of one service running at once on this
-// provider; calls over the bound are answered "server busy", which
-// consumers retry elsewhere.
-func executeLimit(n int) protocol.Filter {
-	sem := make(chan struct{}, n)
-	return protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-		select {
-		case sem <- struct{}{}:
-		default:
-			return nil, fmt.Errorf("%w: %s.%s: %d calls running (executes limit)", status.ErrServerBusy, inv.Service, inv.Method, n)
-		}
-		defer func() { <-sem }()
-		return next.Invoke(ctx, inv)
-	})
+	}
+	return out
 }
 
 // Refer fills stub, a pointer to a struct of func fields, so that its
@@ -710,9 +724,10 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 			fs = append(fs, a.monitor.AttemptFilter(inv.URL().Address()))
 		}
 		if tok := inv.URL().Param(protocol.KeyToken, ""); tok != "" {
-			fs = append(fs, tokenAttach(tok))
+			fs = append(fs, filter.NewTokenAttach(tok))
 		}
-		fs = append(fs, a.consumerFilters...)
+		fs = append(fs, a.filters.attempt...)
+		fs = append(fs, a.byName(rc.AttemptFilters)...)
 		return protocol.Chain(inv, fs...)
 	}
 	var dir cluster.Directory
@@ -866,9 +881,13 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 		regIDs, regs := a.registryIDs(rc.Registries), ref.subs
 		head = explainingInvoker{Invoker: mi, explain: func() string { return a.describeRegistries(regIDs, regs, consumer) }}
 	}
+	var calls []protocol.Filter
 	if counted {
-		head = protocol.Chain(head, a.monitor.CallFilter())
+		calls = append(calls, a.monitor.CallFilter())
 	}
+	calls = append(calls, a.filters.call...)
+	calls = append(calls, a.byName(rc.CallFilters)...)
+	head = protocol.Chain(head, calls...)
 	if err := bind(head); err != nil {
 		ref.close()
 		return nil, fmt.Errorf("config: refer %s: %w", id, err)

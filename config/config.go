@@ -142,6 +142,9 @@ type ServiceConfig struct {
 	Executes int `yaml:"executes"`
 	// Tag routes tagged calls to this provider.
 	Tag string `yaml:"tag"`
+	// Filters names filters added with WithFilter, run on every call of
+	// the service after the built-in ones, in order.
+	Filters []string `yaml:"filters"`
 }
 
 // ReferenceConfig is one referenced service.
@@ -190,6 +193,11 @@ type ReferenceConfig struct {
 	Failback FailbackConfig `yaml:"failback"`
 	// Hash sets the consistenthash load balancer's key and ring.
 	Hash HashConfig `yaml:"hash"`
+	// CallFilters names filters added with WithFilter that run once per
+	// call, above the cluster; AttemptFilters, once per attempt on a
+	// provider, below it.
+	CallFilters    []string `yaml:"call_filters"`
+	AttemptFilters []string `yaml:"attempt_filters"`
 }
 
 // FailbackConfig sets the background retries of the failback cluster.
@@ -293,7 +301,7 @@ func (c *Config) Validate() error {
 // known holds the names in an application's tables; a nil list accepts
 // any name.
 type known struct {
-	loadBalances, clusters, registries, serializations []string
+	loadBalances, clusters, registries, serializations, filters []string
 }
 
 func (c *Config) validate(k known) error {
@@ -355,6 +363,16 @@ func (c *Config) validate(k known) error {
 		}
 		c.Protocols[id] = p
 	}
+	checkFilters := func(key string, names []string) {
+		for _, n := range names {
+			switch {
+			case n == "":
+				bad("%s: empty filter name", key)
+			case k.filters != nil && !slices.Contains(k.filters, n):
+				bad("%s: unknown filter %q (known: %s)", key, n, strings.Join(k.filters, ", "))
+			}
+		}
+	}
 	checkRegs := func(key string, ids []string) {
 		for _, id := range ids {
 			if _, ok := c.Registries[id]; !ok {
@@ -393,6 +411,7 @@ func (c *Config) validate(k known) error {
 		if s.Executes < 0 {
 			bad("%s.executes %d: must not be negative", key, s.Executes)
 		}
+		checkFilters(key+".filters", s.Filters)
 		c.Services[id] = s
 	}
 	for id, r := range c.References {
@@ -435,6 +454,8 @@ func (c *Config) validate(k known) error {
 			r.Timeout = protocol.DefaultTimeout
 			r.timeoutDefaulted = true
 		}
+		checkFilters(key+".call_filters", r.CallFilters)
+		checkFilters(key+".attempt_filters", r.AttemptFilters)
 		if r.Forks < 0 {
 			bad("%s.forks %d: must not be negative", key, r.Forks)
 		}

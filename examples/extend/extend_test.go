@@ -1,7 +1,7 @@
 // Package extend_test shows the doors of minidubbo from outside the
 // framework: a registry of its own (a toy etcd-style key-value store), a
-// serialization of its own, each added in a few lines with a config
-// option and chosen from YAML by name.
+// serialization of its own and a filter of its own, each added in a few
+// lines with a config option and chosen from YAML by name.
 package extend_test
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -161,4 +162,55 @@ func TestOwnRegistryAndSerializationFromYAML(t *testing.T) {
 	// a scheme nobody registered is refused, listing the known ones
 	_, err = config.New(cfg)
 	require.ErrorContains(t, err, `unknown scheme "etcd" (known: memory, zk, zookeeper)`)
+}
+
+// counter is a filter of its own: it counts the calls through it, and
+// fails the first fail of them as if the connection had been lost.
+type counter struct{ n, fail atomic.Int64 }
+
+func (c *counter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+	if c.n.Add(1) <= c.fail.Load() {
+		return nil, status.ErrConnLost
+	}
+	return next.Invoke(ctx, inv)
+}
+
+const filtersYAML = `
+registries:
+  mem: {address: "memory://local"}
+services:
+  greeter: {interface: demo.Greeter, filters: [audit]}
+references:
+  greeter: {interface: demo.Greeter, check: true, retries: 2, call_filters: [perCall], attempt_filters: [perAttempt]}
+`
+
+// A filter named in YAML runs where the key says: call filters once per
+// call above the cluster, attempt filters once per attempt below it (so
+// a retried call passes them again), provider filters on the service.
+func TestOwnFilterFromYAML(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var perCall, perAttempt, audit counter
+	perAttempt.fail.Store(2) // the first two attempts "lose the connection"
+	cfg, err := config.Parse(strings.NewReader(filtersYAML))
+	require.NoError(t, err)
+	app, err := config.New(cfg,
+		config.WithFilter("perCall", &perCall),
+		config.WithFilter("perAttempt", &perAttempt),
+		config.WithFilter("audit", &audit),
+	)
+	require.NoError(t, err)
+	defer app.Shutdown(context.Background())
+	_, err = app.Export(ctx, "greeter", greeter{})
+	require.NoError(t, err)
+	var c greeterClient
+	require.NoError(t, app.Refer(ctx, "greeter", &c))
+	got, err := c.SayHello(ctx, "world")
+	require.NoError(t, err)
+	assert.Equal(t, "hello world", got)
+	assert.Equal(t, []int64{1, 3, 1}, []int64{perCall.n.Load(), perAttempt.n.Load(), audit.n.Load()},
+		"per call, per attempt (two failed, retried), on the provider")
+
+	_, err = config.New(cfg, config.WithFilter("perCall", &perCall))
+	require.ErrorContains(t, err, `unknown filter "perAttempt" (known: perCall)`)
 }
