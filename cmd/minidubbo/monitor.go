@@ -123,7 +123,7 @@ func serveMonitor(ctx context.Context, c monitorConfig, ready func(service, http
 	if err != nil {
 		return fmt.Errorf("-http: %w", err)
 	}
-	web := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	web := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- web.Serve(ln) }()
 	defer func() {

@@ -82,7 +82,7 @@ func (p *proc) stop(t *testing.T) {
 // and a consumer as real processes against a real ZooKeeper, every
 // application reporting each second. The monitor's report must hold
 // exactly the calls the consumer made: per side, per provider, successes
-// and failures.
+// and failures; and still after the monitor was away for a while.
 func TestMonitorEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes and ZooKeeper")
@@ -154,7 +154,44 @@ func TestMonitorEndToEnd(t *testing.T) {
 	}
 	require.True(t, equalCounts(want, got), "want %v\ngot  %v\nreport:\n%s", want, got, last)
 
-	table, errOut, code := runCLI(t, "report", "-monitor", "http://"+web, "-since", "10m")
+	// The monitor goes away while calls go on, and comes back on another
+	// port with the same data: the applications keep their reports while
+	// it is away and find it again in the registry; nothing is lost.
+	mon.stop(t)
+	third := startProc(t, ctx, filepath.Join(dir, "provider"), "-registry", zkc.Address(), "-name", "third", "-delay", "1ms", "-report-interval", "1s")
+	thirdAddr := third.line(t, serving)[1]
+	cmd = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-json",
+		"-loadbalance", "roundrobin", "-duration", "7s", "-concurrency", "1", "-report-interval", "1s")
+	cmd.Stderr = os.Stderr
+	var consumerOut strings.Builder
+	cmd.Stdout = &consumerOut
+	require.NoError(t, cmd.Start())
+	time.Sleep(3 * time.Second) // the outage, while the consumer calls
+	mon = startProc(t, ctx, filepath.Join(dir, "minidubbo"), "monitor", "-registry", zkc.Address(),
+		"-http", "127.0.0.1:0", "-data", filepath.Join(dir, "data"))
+	web = mon.line(t, regexp.MustCompile(`^dashboard at http://(\S+)/$`))[1]
+	require.NoError(t, cmd.Wait(), "consumer: %s", consumerOut.String())
+	var s2 struct {
+		Calls, OK  int64
+		ByProvider map[string]int64 `json:"by_provider"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(consumerOut.String()), &s2))
+	require.Positive(t, s2.Calls)
+	third.stop(t)
+	want["consumer|"] = [3]int64{s.Calls + s2.Calls, s.OK + s2.OK, s.Errors}
+	want["consumer|"+thirdAddr] = [3]int64{s2.Calls, s2.OK, 0}
+	want["provider|"+thirdAddr] = [3]int64{s2.Calls, -1, -1}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		got, last = reportOf(t, ctx, web, fastAddr)
+		if equalCounts(want, got) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.True(t, equalCounts(want, got), "after the outage: want %v\ngot  %v\nreport:\n%s", want, got, last)
+
+	table, errOut, code := runCLI(t, "report", "-monitor", "http://"+web, "-since", "10m", "-by", "provider")
 	require.Equal(t, 0, code, errOut)
 	t.Logf("minidubbo report:\n%s", table)
 	mon.stop(t)
