@@ -287,6 +287,7 @@ type row struct {
 	measured  bool // a recovery was to be measured
 	notes     []string
 	wall      time.Duration
+	broken    bool // the harness failed (see the test log)
 }
 
 // TestChaos runs the scenarios (the quick subset unless -chaos.full) and
@@ -307,7 +308,14 @@ func TestChaos(t *testing.T) {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
+			ran := false
+			defer func() { // a scenario the harness could not finish still gets its row
+				if !ran {
+					rows = append(rows, row{name: s.name, broken: true})
+				}
+			}()
 			r := runScenario(t, s, tm, bins)
+			ran = true
 			rows = append(rows, r)
 			t.Logf("%s: calls %d, failed %d (%s), lost %d, duplicated %d, recovery %s; %s",
 				s.name, r.tally.Calls, r.tally.Failed, r.tally.Kinds(), r.tally.Lost(), r.tally.Duplicated, r.recoveryString(), strings.Join(r.notes, "; "))
@@ -364,6 +372,10 @@ func formatTable(rows []row, wall time.Duration) string {
 	b.WriteString("| scenario | calls | failed | lost | duplicated | recovery | p99 | notes |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, r := range rows {
+		if r.broken {
+			fmt.Fprintf(&b, "| %s | | | | | | | the harness failed: see the test log |\n", r.name)
+			continue
+		}
 		notes := slices.Clone(r.notes)
 		if r.tally.Failed > 0 {
 			notes = append([]string{"failed: " + r.tally.Kinds()}, notes...)
