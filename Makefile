@@ -45,7 +45,7 @@ bench:
 BENCHFLAGS ?= -reps 3 -duration 2s
 bench-peers:
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
-		$(GO) -C bench build -o "$$d/bench" . && \
+		$(GO) -C bench build -mod=mod -o "$$d/bench" . && \
 		timeout 15m "$$d/bench" $(BENCHFLAGS)
 
 demo:
