@@ -55,3 +55,38 @@ func FuzzJSONDecode(f *testing.F) {
 		_ = s.Unmarshal(data, &p)
 	})
 }
+
+// FuzzDecodeMap feeds arbitrary bytes to the attachment decoder of both
+// serializers with limits: it returns a map within them or an error.
+func FuzzDecodeMap(f *testing.F) {
+	f.Add([]byte{0x81, 0xa1, 'k', 0xa1, 'v'})
+	f.Add([]byte{0xdf, 0x00, 0x40, 0x00, 0x00, 0xa0, 0xa0, 0xa0, 0xa0}) // declares 4 Mi entries
+	f.Add([]byte{0x85, 0xa1, 'a', 0xa0, 0xa1, 'b', 0xa0, 0xa1, 'c', 0xa0, 0xa1, 'd', 0xa0, 0xa1, 'e', 0xa0})
+	f.Add([]byte(`{"k":"v","k2":"` + "xxxxxxxxxxxxxxxxxxxxxxxx" + `"}`))
+	f.Add([]byte(`null`))
+	lim := serialize.MapLimits{MaxEntries: 4, MaxKey: 8, MaxValue: 16, MaxBytes: 40}
+	sers := []serialize.Serializer{serialize.NewMsgpack(), serialize.NewJSON()}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, s := range sers {
+			dec, err := s.NewDecoder(data)
+			if err != nil {
+				continue
+			}
+			m, err := dec.DecodeMap(lim)
+			dec.Release()
+			if err != nil {
+				continue
+			}
+			total := 0
+			for k, v := range m {
+				if len(k) > lim.MaxKey || len(v) > lim.MaxValue {
+					t.Fatalf("%s: entry over the limits: %q=%q", s.Name(), k, v)
+				}
+				total += len(k) + len(v)
+			}
+			if len(m) > lim.MaxEntries || total > lim.MaxBytes {
+				t.Fatalf("%s: map over the limits: %d entries, %d bytes", s.Name(), len(m), total)
+			}
+		}
+	})
+}

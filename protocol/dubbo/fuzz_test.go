@@ -57,6 +57,23 @@ func fuzzRequest(tb testing.TB, method string, args ...any) []byte {
 	return b.Bytes()
 }
 
+// fuzzHead encodes a request head up to its timeout: service, version,
+// group, method, timeout.
+func fuzzHead(tb testing.TB, method string) []byte {
+	var b bytes.Buffer
+	enc := serialize.NewMsgpack().NewEncoder(&b)
+	defer enc.Release()
+	for _, s := range []string{"fuzz.S", "", "", method} {
+		if err := enc.EncodeString(s); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := enc.EncodeInt(100); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // FuzzRequestBody feeds arbitrary request bodies to the provider's decoder:
 // it must answer (a response or an error), never crash or hang.
 func FuzzRequestBody(f *testing.F) {
@@ -65,6 +82,13 @@ func FuzzRequestBody(f *testing.F) {
 	f.Add(fuzzRequest(f, EchoMethod, "ping"))
 	f.Add(fuzzRequest(f, "Nope"))
 	f.Add([]byte{0xdd, 0x01, 0x00, 0x00, 0x00})
+	// The attacks: attachments declaring 64 Ki entries (a map sized from
+	// the count), and 4 KiB of one-byte elements into a typed slice.
+	head := fuzzHead(f, "M")
+	bomb := append(append([]byte(nil), head...), 0xde, 0xff, 0xff)
+	f.Add(append(bomb, bytes.Repeat([]byte{0xa0, 0xa0}, 1024)...))
+	slice := append(append([]byte(nil), head...), 0x80, 0x03, 0xa1, 's', 0xdc, 0x10, 0x00)
+	f.Add(append(slice, bytes.Repeat([]byte{0x80}, 4096)...))
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		resp, err := s.Handle(context.Background(), &exchange.Request{Header: exchange.Header{Serializer: serialize.MsgpackID}, Body: body})
