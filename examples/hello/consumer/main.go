@@ -61,6 +61,8 @@ func run() (int, error) {
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	verbose := flag.Bool("v", false, "log registry and connection events to stderr")
 	reportInterval := flag.Duration("report-interval", 0, "send call counts to the monitor service, found in the registry, this often (at least 1s; 0: do not report)")
+	monitorAddr := flag.String("monitor", "", "report to the monitor service at this host:port instead of finding it in the registry (with -report-interval; default 60s)")
+	metrics := flag.String("metrics", "", "serve this process's call counts to Prometheus at http://HOST:PORT/metrics")
 	flag.Parse()
 	if *calls < 0 || *duration < 0 || *concurrency < 1 {
 		return 2, errors.New("-calls and -duration must not be negative, -concurrency must be at least 1")
@@ -79,7 +81,7 @@ func run() (int, error) {
 	app, err := config.New(&config.Config{
 		Application: config.ApplicationConfig{Name: "hello-consumer"},
 		Registries:  map[string]config.RegistryConfig{"default": {Address: *reg}},
-		Monitor:     config.MonitorConfig{Interval: *reportInterval},
+		Monitor:     config.MonitorConfig{Interval: *reportInterval, Address: *monitorAddr, Metrics: *metrics},
 		References: map[string]config.ReferenceConfig{"greeter": {
 			Interface: greeter.Interface, LoadBalance: *lb, Cluster: *cl, Retries: &r, Timeout: *timeout,
 			Check: true, // no provider (and a registry that cannot be reached): say so and exit 2

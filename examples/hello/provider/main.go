@@ -32,6 +32,8 @@ func run() error {
 	warmup := flag.Duration("warmup", 0, "warm-up period over which the weight grows (0: none)")
 	verbose := flag.Bool("v", false, "log registry and connection events")
 	reportInterval := flag.Duration("report-interval", 0, "send call counts to the monitor service, found in the registry, this often (at least 1s; 0: do not report)")
+	monitorAddr := flag.String("monitor", "", "report to the monitor service at this host:port instead of finding it in the registry (with -report-interval; default 60s)")
+	metrics := flag.String("metrics", "", "serve this process's call counts to Prometheus at http://HOST:PORT/metrics")
 	flag.Parse()
 
 	// Warnings and errors go to stderr (config's default); -v adds the
@@ -46,7 +48,7 @@ func run() error {
 		Application: config.ApplicationConfig{Name: "hello-provider"},
 		Registries:  map[string]config.RegistryConfig{"default": {Address: *reg}},
 		Protocols:   map[string]config.ProtocolConfig{"dubbo": {Port: *port}},
-		Monitor:     config.MonitorConfig{Interval: *reportInterval},
+		Monitor:     config.MonitorConfig{Interval: *reportInterval, Address: *monitorAddr, Metrics: *metrics},
 		Services: map[string]config.ServiceConfig{"greeter": {
 			Interface: greeter.Interface, Weight: &w, Warmup: &wu,
 		}},
