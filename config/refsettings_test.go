@@ -210,3 +210,64 @@ references:
 	require.NoError(t, err)
 	assert.Equal(t, "mine", got, "a user attachment is the user's")
 }
+
+// relay calls who with its own context, passing incoming attachments on
+// only when asked to.
+type relay struct {
+	next      *whoClient
+	propagate bool
+}
+
+func (r *relay) Att(ctx context.Context, key string) (string, error) {
+	if r.propagate {
+		ctx = service.Propagate(ctx, key)
+	}
+	return r.next.Att(ctx, key)
+}
+
+// Framework attachments (the token) never reach the service method, and a
+// provider's incoming attachments are not forwarded into its own calls
+// unless it propagates them.
+func TestAttachmentsStayWithTheCall(t *testing.T) {
+	ctx := testCtx(t)
+	c := &config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://x"}},
+		Services: map[string]config.ServiceConfig{
+			"who":   {Interface: "test.Who", Token: "true"},
+			"relay": {Interface: "test.Relay", Token: "true"},
+		},
+		References: map[string]config.ReferenceConfig{
+			"who":   {Interface: "test.Who", Check: true},
+			"relay": {Interface: "test.Relay", Check: true},
+		},
+	}
+	app, err := config.New(c, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	var toWho whoClient
+	var toRelay struct {
+		Att func(ctx context.Context, key string) (string, error)
+	}
+	rl := &relay{next: &toWho}
+	_, err = app.Export(ctx, "who", &who{name: "w"})
+	require.NoError(t, err)
+	_, err = app.Export(ctx, "relay", rl)
+	require.NoError(t, err)
+	require.NoError(t, app.Refer(ctx, "who", &toWho))
+	require.NoError(t, app.Refer(ctx, "relay", &toRelay))
+
+	got, err := toWho.Att(ctx, "token")
+	require.NoError(t, err)
+	assert.Empty(t, got, "the token reached the service method")
+	actx := service.WithAttachment(ctx, "trace", "t-1")
+	got, err = toRelay.Att(actx, "trace")
+	require.NoError(t, err)
+	assert.Empty(t, got, "the relay forwarded its incoming attachment without being asked")
+	rl.propagate = true
+	got, err = toRelay.Att(actx, "trace")
+	require.NoError(t, err)
+	assert.Equal(t, "t-1", got, "propagated on request")
+	got, err = toRelay.Att(actx, "token")
+	require.NoError(t, err)
+	assert.Empty(t, got, "a propagated token")
+}

@@ -295,3 +295,11 @@ func (u *URL) Warmup() time.Duration {
 
 // Serialization returns the serialization name (default "msgpack").
 func (u *URL) Serialization() string { return u.Param(KeySerialization, "msgpack") }
+
+// IsFrameworkKey reports whether an attachment key belongs to the
+// framework (the token, the calling application): such attachments are
+// read by filters and removed before the service method sees the call's
+// attachments.
+func IsFrameworkKey(key string) bool {
+	return key == KeyToken || key == KeyRemoteApplication
+}

@@ -38,8 +38,10 @@ func WithLogger(l *zap.Logger) ProviderOption { return func(c *providerConfig) {
 // and is safe for concurrent use.
 //
 // For each call it looks the method up (one map lookup), puts the
-// invocation's attachments into the context (service.AttachmentsFrom reads
-// them), and calls the method. Its errors are:
+// invocation's attachments, without the framework's own (token and the
+// like), into the context as the incoming ones (service.Attachment and
+// service.Incoming read them; they are not sent on by the method's own
+// calls unless it uses service.Propagate), and calls the method. Its errors are:
 //
 //   - an unknown method: an error wrapping status.ErrServiceNotFound that
 //     names the method and lists the known ones;
@@ -136,8 +138,8 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (res *p
 	if err != nil {
 		return nil, fmt.Errorf("%w: proxy: %s.%w", status.ErrBadRequest, p.iface, trimPrefix(err))
 	}
-	if len(inv.Attachments) > 0 {
-		ctx = service.WithAttachments(ctx, service.Attachments(inv.Attachments))
+	if in := userAttachments(inv.Attachments); len(in) > 0 {
+		ctx = service.NewIncomingContext(ctx, in)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -164,3 +166,20 @@ type prefixTrimmed struct{ err error }
 
 func (e prefixTrimmed) Error() string { return strings.TrimPrefix(e.err.Error(), "service: ") }
 func (e prefixTrimmed) Unwrap() error { return e.err }
+
+// userAttachments returns atts without the framework's keys (token and
+// the like), copying only when there is one to remove.
+func userAttachments(atts map[string]string) service.Attachments {
+	for k := range atts {
+		if protocol.IsFrameworkKey(k) {
+			out := make(service.Attachments, len(atts))
+			for k, v := range atts {
+				if !protocol.IsFrameworkKey(k) {
+					out[k] = v
+				}
+			}
+			return out
+		}
+	}
+	return atts
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
-	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -446,21 +445,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		}
 	}
 	millis := max(sent.Milliseconds(), 1)
-	atts := inv.Attachments
-	if ca := service.AttachmentsFrom(ctx); len(ca) > 0 {
-		if len(atts) == 0 {
-			atts = ca
-		} else {
-			m := make(map[string]string, len(ca)+len(atts))
-			for k, v := range ca {
-				m[k] = v
-			}
-			for k, v := range atts {
-				m[k] = v
-			}
-			atts = m
-		}
-	}
+	atts := inv.Attachments // the stub put the context's there (proxy)
 	atts = r.withApp(atts)
 	f := exchange.NewFrame()
 	enc := r.ser.NewEncoder(f)

@@ -80,7 +80,7 @@ func (g *greeter) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	case "Nothing":
 		return &protocol.Result{}, nil
 	case "Attach":
-		v, _ := service.Attachment(ctx, inv.Args[0].(string))
+		v := inv.Attachment(inv.Args[0].(string))
 		return &protocol.Result{Value: v, Attachments: map[string]string{"back": "yes"}}, nil
 	case "Block":
 		if g.started != nil {

@@ -211,9 +211,6 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	ctx, cancel := ctxWithTimeout(ctx, &r, s.p.opts.MaxProviderTimeout)
 	defer cancel()
 	atts := r.atts
-	if len(atts) > 0 {
-		ctx = service.WithAttachments(ctx, atts)
-	}
 	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts,
 		RemoteAddr: req.RemoteAddr, RequestBytes: len(req.Body)}
 	res, err := s.invoke(ctx, e.inv, inv)
