@@ -748,10 +748,11 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 		dir = cluster.NewStatic(ref.direct...)
 	} else {
 		d, err := registry.NewDirectory(registry.DirectoryOptions{
-			Consumer: consumer,
-			Protocol: proto,
-			Wrap:     wrap,
-			Logger:   a.log.Named("directory"),
+			Consumer:          consumer,
+			Protocol:          proto,
+			Wrap:              wrap,
+			NoEmptyProtection: rc.EmptyProtection != nil && !*rc.EmptyProtection,
+			Logger:            a.log.Named("directory"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("config: refer %s: %w", id, err)

@@ -181,6 +181,12 @@ type ReferenceConfig struct {
 	// of arguments, an argument or reply of another kind): "fail"
 	// (default), "warn" (log and go on, for rolling upgrades) or "off".
 	Contract string `yaml:"contract"`
+	// EmptyProtection (default true) keeps calling the providers of the
+	// last list whose connections are healthy when the registry says the
+	// list is empty, until those connections fail or a non-empty list
+	// comes (logged and counted); false applies an empty list at once.
+	// See registry.DirectoryOptions.NoEmptyProtection.
+	EmptyProtection *bool `yaml:"empty_protection"`
 	// Methods holds per-method overrides by method name; each must name a
 	// method of the stub given to Refer.
 	Methods map[string]MethodConfig `yaml:"methods"`

@@ -1,9 +1,12 @@
 package config_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +259,60 @@ func TestE2ERoutingRuleFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.waitServedBy(ctx, t, "A", "B")
+	l.requireNoFailures(t)
+}
+
+// A provider that crashes while ZooKeeper is down keeps its node (its
+// session outlives the outage by up to a session timeout), but is never
+// chosen: its connection is dead. Under steady load, calls succeed on the
+// other provider during the outage and after ZooKeeper returns, until the
+// node goes.
+func TestE2EProviderCrashWhileZooKeeperDown(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := zktest.Client(t, zkc.Addrs()...)
+	// A runs in its own process, so that it can really crash.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=provider", "MINIDUBBO_NAME=A", "MINIDUBBO_ZK="+zkc.Address())
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "ready ") {
+		t.Fatalf("provider A: %q", sc.Text())
+	}
+	addrA := strings.TrimPrefix(sc.Text(), "ready ")
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB)
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, 4)
+	l.waitServedBy(ctx, t, "A", "B")
+
+	zkc.Servers[0].Kill()
+	l.waitServedBy(ctx, t, "A", "B")
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no unregistering, no goodbye
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	servedA := l.snapshot()["A"]
+	l.waitCalls(ctx, t, 500) // only B can answer these
+	zkc.Servers[0].Start()
+	// A's node is listed again until its session expires; the consumer
+	// re-lists it meanwhile and must not choose it.
+	l.waitCalls(ctx, t, 500)
+	waitProviders(ctx, t, raw, addrB)
+	l.waitCalls(ctx, t, 200)
+	if got := l.snapshot()["A"]; got != servedA {
+		t.Fatalf("crashed provider A answered %d calls", got-servedA)
+	}
 	l.requireNoFailures(t)
 }

@@ -122,7 +122,10 @@ const helperEnv = "MINIDUBBO_CONFIG_TEST_HELPER"
 // context, with a call of it in progress. It prints "ready", runs
 // Application.Run and prints "run returned: ..." when Run returns.
 // MINIDUBBO_SHUTDOWN_TIMEOUT sets shutdown.timeout.
-func runHelper(string) int {
+func runHelper(mode string) int {
+	if mode == "provider" {
+		return runProviderHelper()
+	}
 	timeout, err := time.ParseDuration(os.Getenv("MINIDUBBO_SHUTDOWN_TIMEOUT"))
 	if err != nil {
 		fmt.Println("bad MINIDUBBO_SHUTDOWN_TIMEOUT:", err)
@@ -156,6 +159,32 @@ func runHelper(string) int {
 	err = app.Run(ctx)
 	fmt.Printf("run returned: %v; abandoned %d\n", err, app.Abandoned())
 	return 0
+}
+
+// runProviderHelper is a named provider registered in the ZooKeeper at
+// MINIDUBBO_ZK (a zookeeper:// address) under the name MINIDUBBO_NAME; it
+// prints "ready HOST:PORT" and serves until killed.
+func runProviderHelper() int {
+	name := os.Getenv("MINIDUBBO_NAME")
+	app, err := config.New(&config.Config{
+		Application: config.ApplicationConfig{Name: "e2e-provider-" + name},
+		Registries: map[string]config.RegistryConfig{"zk": {
+			Address: os.Getenv("MINIDUBBO_ZK"), SessionTimeout: 2 * time.Second, Timeout: 5 * time.Second, CacheFile: "-"}},
+		Services: map[string]config.ServiceConfig{"named": {Interface: e2eInterface}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	u, err := app.Export(ctx, "named", named{name: name})
+	cancel()
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	fmt.Println("ready", u.Address())
+	return func() int { select {} }()
 }
 
 // helper starts the test binary as a helper process and returns it once

@@ -41,10 +41,27 @@ type DirectoryOptions struct {
 	// no call runs on it, for calls that picked it from an earlier snapshot
 	// but have not started yet (default 1 s, at most DrainTimeout).
 	Linger time.Duration
+	// NoEmptyProtection turns empty protection off: an empty provider
+	// list then empties the directory at once, as Dubbo does by default.
+	//
+	// With empty protection (the default, Dubbo's
+	// enable-empty-protection), an empty list from the registry while
+	// providers of the last list still have healthy connections keeps
+	// those providers in use (logged, counted by EmptyProtected, listed by
+	// Protected) until their connections fail or a non-empty list comes:
+	// a registry glitch, or every node deleted by mistake, does not stop
+	// calls that the providers could still answer.
+	NoEmptyProtection bool
+	// ProtectCheck is how often a protected provider's connection is
+	// checked; one that failed is dropped (default 1 s).
+	ProtectCheck time.Duration
 	// Logger receives refer failures (warn) and provider-list changes
 	// (info) (default none).
 	Logger *zap.Logger
 }
+
+// DefaultProtectCheck is the default of DirectoryOptions.ProtectCheck.
+const DefaultProtectCheck = time.Second
 
 // Directory is the registry directory: a Listener that turns provider
 // lists into invokers, and a cluster.Directory that publishes them to the
@@ -78,6 +95,11 @@ type Directory struct {
 	changed  chan struct{}
 	ready    chan struct{}
 	readyOK  bool
+
+	protecting     bool          // the invokers are kept by empty protection
+	protectStop    chan struct{} // closed to stop the protection check
+	protectWg      sync.WaitGroup
+	emptyProtected atomic.Uint64
 }
 
 var (
@@ -101,6 +123,9 @@ func NewDirectory(o DirectoryOptions) (*Directory, error) {
 		o.Linger = DefaultLinger
 	}
 	o.Linger = min(o.Linger, o.DrainTimeout)
+	if o.ProtectCheck <= 0 {
+		o.ProtectCheck = DefaultProtectCheck
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -146,6 +171,11 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 	if d.closed {
 		return
 	}
+	if len(urls) == 0 && d.protectEmpty() {
+		d.markReady()
+		return
+	}
+	d.stopProtecting()
 	next := make(map[string]*tracked, len(urls))
 	for _, u := range urls {
 		key := u.String()
@@ -217,6 +247,133 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 	d.markReady()
 }
 
+// protectEmpty applies empty protection to an empty list: it keeps the
+// invokers whose connections are healthy, drops the others, and reports
+// whether it kept any. d.mu must be held.
+func (d *Directory) protectEmpty() bool {
+	if d.opts.NoEmptyProtection || len(d.byKey) == 0 {
+		return false
+	}
+	kept := d.keepHealthy()
+	if len(kept) == 0 {
+		if d.protecting {
+			d.log.Warn("empty protection ends: no protected provider is healthy", zap.String("service", d.opts.Consumer.ServiceKey()))
+		}
+		return false
+	}
+	d.emptyProtected.Add(1)
+	d.log.Warn("the registry lists no provider; keeping the healthy connections of the last list (empty protection)",
+		zap.String("service", d.opts.Consumer.ServiceKey()), zap.Strings("kept", kept))
+	if !d.protecting {
+		d.protecting = true
+		d.protectStop = make(chan struct{})
+		stop := d.protectStop
+		d.protectWg.Go(func() { d.checkProtected(stop) })
+	}
+	return true
+}
+
+// keepHealthy retires the invokers that are not available and publishes
+// the rest if that changed anything; it returns the addresses kept. d.mu
+// must be held.
+func (d *Directory) keepHealthy() []string {
+	var kept []string
+	next := make(map[string]*tracked, len(d.byKey))
+	for key, t := range d.byKey {
+		if t.Available() {
+			next[key] = t
+			kept = append(kept, t.URL().Address())
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	slices.Sort(kept)
+	if len(next) == len(d.byKey) {
+		return kept
+	}
+	for key, t := range d.byKey {
+		if _, ok := next[key]; !ok {
+			d.retire(t, d.opts.Linger)
+		}
+	}
+	d.byKey = next
+	keys := make([]string, 0, len(next))
+	for k := range next {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, strings.Compare)
+	invs := make([]protocol.Invoker, len(keys))
+	for i, k := range keys {
+		invs[i] = next[k]
+	}
+	d.publish(invs)
+	close(d.changed)
+	d.changed = make(chan struct{})
+	return kept
+}
+
+// checkProtected drops protected providers whose connections failed, and
+// empties the directory when none is left.
+func (d *Directory) checkProtected(stop chan struct{}) {
+	t := time.NewTicker(d.opts.ProtectCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		if !d.protecting || d.closed {
+			d.mu.Unlock()
+			return
+		}
+		if len(d.keepHealthy()) == 0 {
+			d.log.Warn("empty protection ends: no protected provider is healthy; the provider list is empty",
+				zap.String("service", d.opts.Consumer.ServiceKey()))
+			d.protecting = false
+			close(d.protectStop)
+			for _, tr := range d.byKey {
+				d.retire(tr, d.opts.Linger)
+			}
+			d.byKey = map[string]*tracked{}
+			d.publish(nil)
+			close(d.changed)
+			d.changed = make(chan struct{})
+		}
+		d.mu.Unlock()
+	}
+}
+
+// stopProtecting ends empty protection; d.mu must be held.
+func (d *Directory) stopProtecting() {
+	if d.protecting {
+		d.protecting = false
+		close(d.protectStop)
+	}
+}
+
+// EmptyProtected returns how many empty provider lists empty protection
+// has overridden.
+func (d *Directory) EmptyProtected() uint64 { return d.emptyProtected.Load() }
+
+// Protected returns the addresses of the providers kept by empty
+// protection now (none when the directory follows the registry).
+func (d *Directory) Protected() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.protecting {
+		return nil
+	}
+	out := make([]string, 0, len(d.byKey))
+	for _, t := range d.byKey {
+		out = append(out, t.URL().Address())
+	}
+	slices.Sort(out)
+	return out
+}
+
 // publish makes invs the next snapshot; d.mu must be held.
 func (d *Directory) publish(invs []protocol.Invoker) {
 	d.version++
@@ -264,6 +421,7 @@ func (d *Directory) CloseContext(ctx context.Context) error {
 		return nil
 	}
 	d.closed = true
+	d.stopProtecting()
 	for _, t := range d.byKey {
 		d.retire(t, 0)
 	}
@@ -272,6 +430,7 @@ func (d *Directory) CloseContext(ctx context.Context) error {
 	close(d.changed)
 	d.changed = make(chan struct{})
 	d.mu.Unlock()
+	d.protectWg.Wait()
 	d.rmu.Lock()
 	all := make([]*tracked, 0, len(d.retiring))
 	for t := range d.retiring {

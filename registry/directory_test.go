@@ -266,7 +266,7 @@ func TestDirectoryDrainTimeout(t *testing.T) {
 		_, _ = l[0].Invoke(ctx, &protocol.Invocation{Method: "Hang"})
 	}()
 	<-a.started
-	d.Notify(nil)
+	d.Notify([]*protocol.URL{prov(2)}) // 1 departs
 	// The stuck call does not keep the invoker open past the drain timeout.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -340,7 +340,10 @@ func TestDirectoryReferFailures(t *testing.T) {
 	if got := ports(l); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("list = %v, want [1] kept", got)
 	}
-	// An empty list empties the directory and closes the invokers.
+	// An empty list, with no provider of the last list healthy (so
+	// empty protection keeps none), empties the directory and closes the
+	// invokers.
+	p.invoker(1).available.Store(false)
 	d.Notify(nil)
 	if l := d.Snapshot().Invokers(); len(l) != 0 {
 		t.Fatalf("list = %v, want empty", ports(l))
@@ -560,5 +563,76 @@ func TestDirectoryLogsChanges(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestDirectoryEmptyProtection: an empty list keeps the providers of the
+// last list whose connections are healthy, drops the others, ends with a
+// non-empty list, and drops a kept provider once its connection fails; it
+// can be turned off.
+func TestDirectoryEmptyProtection(t *testing.T) {
+	p := newFakeProtocol()
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p,
+		DrainTimeout: time.Second, Linger: 20 * time.Millisecond, ProtectCheck: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	d.Notify([]*protocol.URL{prov(1), prov(2)})
+	p.invoker(2).available.Store(false) // its connection is down
+	d.Notify(nil)
+	if got := ports(d.Snapshot().Invokers()); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("list = %v, want [1] kept by empty protection", got)
+	}
+	if got := d.Protected(); fmt.Sprint(got) != "[127.0.0.1:1]" {
+		t.Fatalf("Protected() = %v", got)
+	}
+	if n := d.EmptyProtected(); n != 1 {
+		t.Fatalf("EmptyProtected() = %d, want 1", n)
+	}
+	waitClosed(t, p.invoker(2))
+	if n := p.invoker(1).closes.Load(); n != 0 {
+		t.Fatalf("kept invoker closed %d times", n)
+	}
+
+	// A non-empty list ends protection.
+	d.Notify([]*protocol.URL{prov(3)})
+	if got := ports(d.Snapshot().Invokers()); fmt.Sprint(got) != "[3]" {
+		t.Fatalf("list = %v, want [3]", got)
+	}
+	if got := d.Protected(); got != nil {
+		t.Fatalf("Protected() = %v after a non-empty list", got)
+	}
+	waitClosed(t, p.invoker(1))
+
+	// A kept provider whose connection fails is dropped; with none left
+	// the directory is empty.
+	d.Notify(nil)
+	if got := ports(d.Snapshot().Invokers()); fmt.Sprint(got) != "[3]" {
+		t.Fatalf("list = %v, want [3] kept", got)
+	}
+	p.invoker(3).available.Store(false)
+	waitFor(t, "protected provider dropped", func() bool { return len(d.Snapshot().Invokers()) == 0 })
+	waitClosed(t, p.invoker(3))
+	if got := d.Protected(); got != nil {
+		t.Fatalf("Protected() = %v with nothing kept", got)
+	}
+	if n := d.EmptyProtected(); n != 2 {
+		t.Fatalf("EmptyProtected() = %d, want 2", n)
+	}
+
+	// Turned off, an empty list empties the directory at once.
+	off, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p, NoEmptyProtection: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { off.Close() })
+	off.Notify([]*protocol.URL{prov(4)})
+	off.Notify(nil)
+	if l := off.Snapshot().Invokers(); len(l) != 0 {
+		t.Fatalf("list = %v, want empty with protection off", ports(l))
+	}
+	if n := off.EmptyProtected(); n != 0 {
+		t.Fatalf("EmptyProtected() = %d with protection off", n)
 	}
 }
