@@ -49,7 +49,7 @@ func HistFromWire(w monitor.Histogram) (Hist, error) {
 	n := int32(len(buckets()))
 	sorted := true
 	for k, i := range w.Index {
-		if i < 0 || i >= n || w.Count[k] < 0 {
+		if i < 0 || i >= n || w.Count[k] < 0 || w.Count[k] > MaxCount {
 			return Hist{}, fmt.Errorf("%w: bucket %d count %d", errHist, i, w.Count[k])
 		}
 		if k > 0 && i <= w.Index[k-1] {

@@ -37,8 +37,10 @@ const DefaultRetention = 7 * 24 * time.Hour
 // Bounds on one report: a report beyond them is refused whole, with an
 // error saying which bound it broke.
 const (
-	MaxRows     = 10000 // rows in one report
-	MaxFieldLen = 1024  // bytes of each name (application, host, service, ...)
+	MaxRows     = 10000   // rows in one report
+	MaxFieldLen = 1024    // bytes of each name (application, host, service, ...)
+	MaxCount    = 1 << 40 // each count of calls (and of a histogram bucket) in one report
+	MaxAmount   = 1 << 56 // each byte count and nanosecond sum in one report
 )
 
 // Options tune a Store; the zero value is ready to use.
@@ -251,23 +253,24 @@ func validate(r *monitor.Report) ([]Hist, error) {
 			return nil, bad("row %d: service and method are required", i)
 		}
 		for _, f := range []struct {
-			name string
-			v    int64
+			name   string
+			v, max int64
 		}{
-			{"calls", w.Calls}, {"successes", w.Successes}, {"failures", w.Failures},
-			{"bytes_in", w.BytesIn}, {"bytes_out", w.BytesOut}, {"elapsed_ns", w.ElapsedNanos},
-			{"max_ns", w.MaxNanos}, {"concurrent", w.Concurrent}, {"max_concurrent", w.MaxConcurrent},
+			{"calls", w.Calls, MaxCount}, {"successes", w.Successes, MaxCount}, {"failures", w.Failures, MaxCount},
+			{"bytes_in", w.BytesIn, MaxAmount}, {"bytes_out", w.BytesOut, MaxAmount},
+			{"elapsed_ns", w.ElapsedNanos, MaxAmount}, {"max_ns", w.MaxNanos, MaxAmount},
+			{"concurrent", w.Concurrent, MaxCount}, {"max_concurrent", w.MaxConcurrent, MaxCount},
 		} {
-			if f.v < 0 {
-				return nil, bad("row %d: negative %s %d", i, f.name, f.v)
+			if f.v < 0 || f.v > f.max {
+				return nil, bad("row %d: %s %d is out of range (0 to %d)", i, f.name, f.v, f.max)
 			}
 		}
 		for k, n := range w.FailuresByKind {
 			if kindIndex(k) < 0 {
 				return nil, bad("row %d: unknown failure kind %q (known: %s)", i, k, strings.Join(Kinds, ", "))
 			}
-			if n < 0 {
-				return nil, bad("row %d: negative count %d of failure kind %s", i, n, k)
+			if n < 0 || n > MaxCount {
+				return nil, bad("row %d: count %d of failure kind %s is out of range (0 to %d)", i, n, k, int64(MaxCount))
 			}
 		}
 		h, err := HistFromWire(w.Latency)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -309,7 +310,9 @@ func TestRefusesBadReports(t *testing.T) {
 		{"side", `unknown side "both" (known: consumer, provider)`, func(r *monitor.Report) { r.Rows[1].Side = "both" }},
 		{"kind", `row 0: unknown failure kind "oops" (known: business, timeout, no_provider, connection, busy, other)`,
 			func(r *monitor.Report) { r.Rows[0].FailuresByKind["oops"] = 1 }},
-		{"negative", "row 2: negative calls -1", func(r *monitor.Report) { r.Rows[2].Calls = -1 }},
+		{"negative", "row 2: calls -1 is out of range", func(r *monitor.Report) { r.Rows[2].Calls = -1 }},
+		{"huge", "row 1: bytes_in 9223372036854775807 is out of range", func(r *monitor.Report) { r.Rows[1].BytesIn = math.MaxInt64 }},
+		{"huge bucket", "row 0: malformed latency histogram", func(r *monitor.Report) { r.Rows[0].Latency.Count[0] = 1 << 41 }},
 		{"histogram", "row 0: malformed latency histogram", func(r *monitor.Report) { r.Rows[0].Latency.Index[0] = 1 << 30 }},
 		{"histogram lengths", "1 indexes, 0 counts", func(r *monitor.Report) {
 			r.Rows[0].Latency = monitor.Histogram{Index: []int32{1}}
@@ -375,4 +378,42 @@ func TestHistMatchesHdrHistogram(t *testing.T) {
 		_, err := unmarshalHist(bad)
 		assert.Error(t, err, "%v", bad)
 	}
+}
+
+// FuzzHistFromWire feeds arbitrary wire histograms (as a report from the
+// network may carry) through the checks, the encoding and the merge.
+func FuzzHistFromWire(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 5, 1, 0, 0, 0, 0, 0, 0, 0, 2})
+	f.Add([]byte{0xff, 0xff, 0xff, 0x7f, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var w monitor.Histogram
+		for len(b) >= 5 {
+			w.Index = append(w.Index, int32(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16|uint32(b[3])<<24))
+			w.Count = append(w.Count, int64(int8(b[4])))
+			b = b[5:]
+		}
+		if len(b) > 0 {
+			w.Count = append(w.Count, 1) // lengths that differ
+		}
+		h, err := HistFromWire(w)
+		if err != nil {
+			return
+		}
+		for k := range h.Index {
+			if h.Count[k] <= 0 || (k > 0 && h.Index[k] <= h.Index[k-1]) {
+				t.Fatalf("not sorted and positive: %+v", h)
+			}
+		}
+		back, err := unmarshalHist(h.marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Total() != back.Total() || len(h.Index) != len(back.Index) {
+			t.Fatalf("round trip: %+v != %+v", h, back)
+		}
+		if h.Add(h).Total() != 2*h.Total() {
+			t.Fatal("sum")
+		}
+		_ = h.Quantile(99)
+	})
 }
