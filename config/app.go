@@ -202,6 +202,7 @@ type export struct {
 }
 
 type reference struct {
+	id       string // the reference's id in Config.References
 	consumer *protocol.URL
 	dir      *registry.Directory // nil for direct references
 	direct   []protocol.Invoker
@@ -664,6 +665,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		ref.close()
 		return err
 	}
+	ref.id = id
 	a.refs = append(a.refs, ref)
 	return nil
 }

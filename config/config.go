@@ -277,13 +277,22 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse reads YAML configuration from r and validates it. An unknown key is
-// an error, so a typo does not silently fall back to a default.
+// an error, so a typo does not silently fall back to a default; errors
+// name the key's YAML path and line, suggest the nearest known key, and
+// say that durations need a unit (2s, not 2).
 func Parse(r io.Reader) (*Config, error) {
 	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var c Config
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if msgs := checkYAML(&doc); len(msgs) > 0 {
+		return nil, errors.New(strings.Join(msgs, "\n"))
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
@@ -323,7 +332,7 @@ func (c *Config) validate(k known) error {
 		case r.Address == "":
 			bad("%s.address is empty (want zookeeper://host:port[,host:port...] or memory://name)", key)
 		case k.registries != nil && !slices.Contains(k.registries, scheme):
-			bad("%s.address %q: unknown scheme %q (known: %s)", key, r.Address, scheme, strings.Join(k.registries, ", "))
+			bad("%s.address %q: unknown scheme %q%s (known: %s)", key, r.Address, scheme, suggest(scheme, k.registries), strings.Join(k.registries, ", "))
 		}
 		if r.Timeout < 0 || r.SessionTimeout < 0 {
 			bad("%s: timeouts must not be negative", key)
@@ -360,7 +369,7 @@ func (c *Config) validate(k known) error {
 			p.Serialization = "msgpack"
 		}
 		if k.serializations != nil && !slices.Contains(k.serializations, p.Serialization) {
-			bad("%s.serialization %q: unknown (known: %s)", key, p.Serialization, strings.Join(k.serializations, ", "))
+			bad("%s.serialization %q: unknown%s (known: %s)", key, p.Serialization, suggest(p.Serialization, k.serializations), strings.Join(k.serializations, ", "))
 		}
 		if p.RegisterAddress != "" {
 			if _, _, err := splitRegisterAddress(p.RegisterAddress); err != nil {
@@ -399,7 +408,7 @@ func (c *Config) validate(k known) error {
 			}
 		}
 		if _, ok := c.Protocols[s.Protocol]; !ok {
-			bad("%s.protocol: unknown protocol %q (known: %s)", key, s.Protocol, strings.Join(sortedKeys(c.Protocols), ", "))
+			bad("%s.protocol: unknown protocol %q%s (known: %s)", key, s.Protocol, suggest(s.Protocol, sortedKeys(c.Protocols)), strings.Join(sortedKeys(c.Protocols), ", "))
 		}
 		checkRegs(key, s.Registries)
 		if s.Weight != nil && *s.Weight < 0 {

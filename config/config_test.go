@@ -95,6 +95,17 @@ func TestValidateNamesKeyAndAllowedValues(t *testing.T) {
 	err = c2.validate(known{loadBalances: []string{"random", "roundrobin"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `references.r.loadbalance: unknown "rr" (known: random, roundrobin)`)
+	// A near miss gets the nearest known name.
+	c3 := Config{
+		Registries: map[string]RegistryConfig{"zk": {Address: "zookeper://127.0.0.1:2181"}},
+		References: map[string]ReferenceConfig{"r": {URL: "127.0.0.1:1", LoadBalance: "roundrobn", Cluster: "failfst"}},
+	}
+	err = c3.validate(known{loadBalances: []string{"random", "roundrobin"}, clusters: []string{"failfast", "failover"},
+		registries: []string{"memory", "zk", "zookeeper"}, serializations: []string{"json", "msgpack"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `references.r.loadbalance: unknown "roundrobn"; did you mean "roundrobin"? (known: random, roundrobin)`)
+	assert.Contains(t, err.Error(), `references.r.cluster: unknown "failfst"; did you mean "failfast"? (known: failfast, failover)`)
+	assert.Contains(t, err.Error(), `registries.zk.address "zookeper://127.0.0.1:2181": unknown scheme "zookeper"; did you mean "zookeeper"?`)
 }
 
 func TestLoadFile(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
 )
 
@@ -77,6 +78,31 @@ func (a *Application) checkMethodsKeys(id string, stub any) error {
 	}
 	if len(bad) > 0 {
 		return errors.New(strings.Join(bad, "\n"))
+	}
+	return nil
+}
+
+// Providers returns the URLs of the providers the reference id lists now
+// (through its registries, or its url), for tools that show what a
+// provider offers (proxy.KeySignatures). It returns nil for an id not
+// referred yet.
+func (a *Application) Providers(id string) []*protocol.URL {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.refs {
+		if r.id != id {
+			continue
+		}
+		var out []*protocol.URL
+		if r.dir != nil {
+			for _, inv := range r.dir.Snapshot().Invokers() {
+				out = append(out, inv.URL())
+			}
+		}
+		for _, inv := range r.direct {
+			out = append(out, inv.URL())
+		}
+		return out
 	}
 	return nil
 }

@@ -8,11 +8,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/internal/named"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 const invokeUsage = `usage: minidubbo invoke [flags]
@@ -142,6 +148,11 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := g.Invoke(ctx, *method, callArgs)
 	if err != nil {
+		if errors.Is(err, status.ErrBadRequest) || errors.Is(err, status.ErrServiceNotFound) {
+			if hint := expectedShape(app.Providers(invokeRef), *method); hint != "" {
+				err = fmt.Errorf("%w\n%s", err, hint)
+			}
+		}
 		return fail(err)
 	}
 	out, err := marshalResult(res, !*compact)
@@ -249,4 +260,22 @@ func stringKeys(v any) any {
 		}
 	}
 	return v
+}
+
+// expectedShape says what method takes, from the signatures the providers
+// publish ("expected: Add(int64, int64) (int64, error)"), or which methods
+// there are when it has none; "" when no provider publishes signatures.
+func expectedShape(providers []*protocol.URL, method string) string {
+	for _, u := range providers {
+		sigs, err := proxy.ParseSignatures(u.Param(proxy.KeySignatures, ""))
+		if err != nil || len(sigs) == 0 {
+			continue
+		}
+		if s, ok := sigs[method]; ok {
+			return "expected: " + s.Shape()
+		}
+		names := slices.Sorted(maps.Keys(sigs))
+		return fmt.Sprintf("%s has no method %q%s; its methods: %s", u.Interface(), method, named.DidYouMean(method, names), strings.Join(names, ", "))
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 )
 
@@ -54,11 +57,14 @@ type lsService struct {
 }
 
 type lsProvider struct {
-	Address     string   `json:"address"`
-	Version     string   `json:"version"`
-	Group       string   `json:"group"`
-	Weight      int      `json:"weight"`
-	Methods     []string `json:"methods"`
+	Address string   `json:"address"`
+	Version string   `json:"version"`
+	Group   string   `json:"group"`
+	Weight  int      `json:"weight"`
+	Methods []string `json:"methods"`
+	// Signatures are the methods' shapes, when the provider publishes
+	// them: "SayHello(string) (string, error)".
+	Signatures  []string `json:"signatures,omitempty"`
 	Application string   `json:"application"`
 	URL         string   `json:"url"`
 }
@@ -214,7 +220,7 @@ func listServices(conn *zk.Conn, root, only string) (*lsListing, error) {
 		if len(known) == 0 {
 			return nil, fmt.Errorf("service %q is not registered (no service is, under %s)", only, root)
 		}
-		return nil, fmt.Errorf("service %q is not registered (known: %s)", only, strings.Join(known, ", "))
+		return nil, fmt.Errorf("service %q is not registered%s (known: %s)", only, named.DidYouMean(only, known), strings.Join(known, ", "))
 	}
 	return l, nil
 }
@@ -244,7 +250,14 @@ func listService(conn *zk.Conn, path string) (svc lsService, found bool, err err
 			svc.Malformed++
 			continue
 		}
+		var shapes []string
+		if sigs, err := proxy.ParseSignatures(u.Param(proxy.KeySignatures, "")); err == nil {
+			for _, n := range slices.Sorted(maps.Keys(sigs)) {
+				shapes = append(shapes, sigs[n].Shape())
+			}
+		}
 		svc.Providers = append(svc.Providers, lsProvider{
+			Signatures:  shapes,
 			Address:     u.Address(),
 			Version:     u.Version(),
 			Group:       u.Group(),
@@ -313,6 +326,9 @@ func printListing(w io.Writer, l *lsListing, root string) {
 				fmt.Fprintf(w, " application=%s", p.Application)
 			}
 			fmt.Fprintln(w)
+			for _, sig := range p.Signatures {
+				fmt.Fprintf(w, "      %s\n", sig)
+			}
 		}
 		fmt.Fprintf(w, "  consumers: %d\n", s.Consumers)
 		if s.Routers > 0 {

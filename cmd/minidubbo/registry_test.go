@@ -123,8 +123,12 @@ func TestRegistryCommands(t *testing.T) {
 
 	t.Run("ls text", func(t *testing.T) {
 		first, second := f.addrA, f.addrB
-		lineA := fmt.Sprintf("    %s version=1.0 weight=100 methods=%s application=cli-test-A\n", f.addrA, calcMethods)
-		lineB := fmt.Sprintf("    %s version=1.0 weight=50 methods=%s application=cli-test-B\n", f.addrB, calcMethods)
+		calcSigs := "      Add(int64, int64) (int64, error)\n" +
+			"      Attachment(string) (string, error)\n" +
+			"      Div(int64, int64) (int64, error)\n" +
+			"      Kind(any) (string, error)\n"
+		lineA := fmt.Sprintf("    %s version=1.0 weight=100 methods=%s application=cli-test-A\n", f.addrA, calcMethods) + calcSigs
+		lineB := fmt.Sprintf("    %s version=1.0 weight=50 methods=%s application=cli-test-B\n", f.addrB, calcMethods) + calcSigs
 		if first > second {
 			lineA, lineB = lineB, lineA
 		}
@@ -133,6 +137,7 @@ func TestRegistryCommands(t *testing.T) {
 		assert.Equal(t, "demo.hello.Greeter\n"+
 			"  providers: 1\n"+
 			fmt.Sprintf("    %s weight=100 methods=SayHello application=cli-test-A\n", greeterAddr(t, f))+
+			"      SayHello(string) (*Reply, error)\n"+
 			"  consumers: 0\n"+
 			"\n"+
 			"test.cli.Calc\n"+
@@ -157,6 +162,8 @@ func TestRegistryCommands(t *testing.T) {
 		for _, p := range s.Providers {
 			byAddr[p.Address] = p
 			assert.Equal(t, []string{"Add", "Attachment", "Div", "Kind"}, p.Methods)
+			assert.Equal(t, []string{"Add(int64, int64) (int64, error)", "Attachment(string) (string, error)",
+				"Div(int64, int64) (int64, error)", "Kind(any) (string, error)"}, p.Signatures)
 			assert.Equal(t, "1.0", p.Version)
 			assert.Contains(t, p.URL, "dubbo://"+p.Address+"/"+calcInterface+"?")
 			assert.Contains(t, out, p.URL, "URLs are printed unescaped")
@@ -171,6 +178,23 @@ func TestRegistryCommands(t *testing.T) {
 		_, errOut, code := runCLI(t, "ls", "-registry", f.zk, "-service", "no.Such")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, `minidubbo ls: service "no.Such" is not registered (known: demo.hello.Greeter, test.cli.Calc)`+"\n", errOut)
+		_, errOut, code = runCLI(t, "ls", "-registry", f.zk, "-service", "test.cli.Clac")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, `minidubbo ls: service "test.cli.Clac" is not registered; did you mean "test.cli.Calc"? (known: demo.hello.Greeter, test.cli.Calc)`+"\n", errOut)
+	})
+
+	t.Run("invoke prints the expected shape", func(t *testing.T) {
+		out, errOut, code := runCLI(t, "invoke", "-registry", f.zk, "-service", calcInterface, "-version", "1.0",
+			"-method", "Add", "-args", `["two", "forty"]`)
+		assert.Equal(t, 1, code)
+		assert.Empty(t, out)
+		assert.Contains(t, errOut, "bad request")
+		assert.True(t, strings.HasSuffix(errOut, "\nexpected: Add(int64, int64) (int64, error)\n"), errOut)
+
+		_, errOut, code = runCLI(t, "invoke", "-registry", f.zk, "-service", calcInterface, "-version", "1.0",
+			"-method", "Ad", "-args", `[1, 2]`)
+		assert.Equal(t, 1, code)
+		assert.True(t, strings.HasSuffix(errOut, "\n"+`test.cli.Calc has no method "Ad"; did you mean "Add"?; its methods: Add, Attachment, Div, Kind`+"\n"), errOut)
 	})
 
 	t.Run("invoke via registry", func(t *testing.T) {

@@ -1,0 +1,114 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// checkYAML walks the YAML document against Config before it is decoded,
+// so that mistakes are reported in YAML terms: the path of the key
+// (registries.zk.session_timeout) and its line, the nearest known key for
+// an unknown one, and "durations need a unit" for a bare number where a
+// duration goes. It returns one message per mistake.
+func checkYAML(doc *yaml.Node) []string {
+	var errs []string
+	if doc == nil || len(doc.Content) == 0 {
+		return nil
+	}
+	checkNode(doc.Content[0], reflect.TypeFor[Config](), "", &errs)
+	return errs
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType {
+		checkDuration(n, path, errs)
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // the decoder reports the wrong kind
+		}
+		fields := map[string]reflect.Type{}
+		var known []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			fields[name] = f.Type
+			known = append(known, name)
+		}
+		slices.Sort(known)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" {
+				continue
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				where := "top level"
+				if path != "" {
+					where = path
+				}
+				*errs = append(*errs, fmt.Sprintf("config: %s (line %d): unknown key%s (known in %s: %s)",
+					join(path, k.Value), k.Line, suggest(k.Value, known), where, strings.Join(known, ", ")))
+				continue
+			}
+			checkNode(v, ft, join(path, k.Value), errs)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			checkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, item := range n.Content {
+			checkNode(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	}
+}
+
+func checkDuration(n *yaml.Node, path string, errs *[]string) {
+	if n.Kind != yaml.ScalarNode {
+		return
+	}
+	switch n.Tag {
+	case "!!int", "!!float":
+		if n.Value == "0" {
+			return // zero needs no unit
+		}
+		*errs = append(*errs, fmt.Sprintf("config: %s (line %d): %s is not a duration: durations need a unit, such as %ss or %sms",
+			path, n.Line, n.Value, n.Value, n.Value))
+	case "!!str":
+		if _, err := time.ParseDuration(n.Value); err != nil {
+			*errs = append(*errs, fmt.Sprintf("config: %s (line %d): %q is not a duration (such as 2s, 500ms, 1m30s)", path, n.Line, n.Value))
+		}
+	}
+}
