@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"go.uber.org/zap"
 
@@ -49,18 +50,46 @@ type Cache struct {
 // DefaultCachePath returns the default cache file for an application and a
 // registry address: os.UserCacheDir()/minidubbo/registry-{app}-{address}.json,
 // with every character outside [A-Za-z0-9._-] in app and address replaced
-// by '_'. It falls back to os.TempDir() when there is no user cache
-// directory.
+// by '_'. When there is no user cache directory it uses a directory of
+// this user's own under os.TempDir() (minidubbo-{uid}), never the shared
+// directory itself; the cache refuses a directory or file that another
+// user owns or may write (see OpenCache).
 func DefaultCachePath(application, registryAddress string) string {
 	dir, err := os.UserCacheDir()
 	if err != nil || dir == "" {
-		dir = os.TempDir()
+		return filepath.Join(os.TempDir(), fmt.Sprintf("minidubbo-%d", os.Getuid()),
+			"registry-"+sanitize(orApp(application))+"-"+sanitize(registryAddress)+".json")
 	}
-	if application == "" {
-		application = "app"
-	}
+	application = orApp(application)
 	name := "registry-" + sanitize(application) + "-" + sanitize(registryAddress) + ".json"
 	return filepath.Join(dir, "minidubbo", name)
+}
+
+func orApp(application string) string {
+	if application == "" {
+		return "app"
+	}
+	return application
+}
+
+// checkPrivate returns an error if path (a directory or a file) is a
+// symbolic link, is owned by another user, or may be written by the group
+// or others: a provider list read from there could come from anyone.
+func checkPrivate(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link", path)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s may be written by other users (mode %v)", path, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("%s is owned by uid %d, not by this user (%d)", path, st.Uid, os.Getuid())
+	}
+	return nil
 }
 
 func sanitize(s string) string {
@@ -90,6 +119,16 @@ func OpenCache(path string, log *zap.Logger) *Cache {
 	}
 	c := &Cache{path: path, log: log, lists: map[string][]string{}}
 	if path == "" {
+		return c
+	}
+	if err := checkPrivate(filepath.Dir(path)); err == nil {
+		err = checkPrivate(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("provider cache not trusted, ignored", zap.String("file", path), zap.Error(err))
+			return c
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		log.Warn("provider cache directory not trusted, ignored", zap.String("file", path), zap.Error(err))
 		return c
 	}
 	b, err := os.ReadFile(path)
@@ -168,7 +207,7 @@ func (c *Cache) write() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	f := cacheFile{Version: cacheVersion, Services: map[string][]string{}}
-	if b, err := os.ReadFile(c.path); err == nil {
+	if b, err := os.ReadFile(c.path); err == nil && checkPrivate(c.path) == nil && checkPrivate(filepath.Dir(c.path)) == nil {
 		var old cacheFile
 		if json.Unmarshal(b, &old) == nil && old.Version == cacheVersion {
 			for k, v := range old.Services {
@@ -196,6 +235,9 @@ func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	if err := checkPrivate(dir); err != nil {
+		return fmt.Errorf("refusing to write the provider cache: %w", err)
 	}
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
