@@ -281,7 +281,7 @@ func TestHandlerPanicAnswersThatCallerOnly(t *testing.T) {
 	c := dial(t, addr, nil)
 	_, err := call(ctx, c, "panic")
 	require.ErrorIs(t, err, exchange.ErrServerError)
-	require.ErrorContains(t, err, "boom")
+	require.NotContains(t, err.Error(), "boom", "the panic value stays on the provider")
 	got, err := call(ctx, c, "fine")
 	require.NoError(t, err)
 	require.Equal(t, "fine", got)

@@ -2,8 +2,11 @@ package exchange
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -507,8 +510,12 @@ func (s *Server) run(j job) {
 func (s *Server) handle(ctx context.Context, hdr Header, f *transport.Buffer, conn *transport.Conn) (resp *transport.Buffer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.opts.Logger.Error("handler panicked", zap.Any("panic", r))
-			resp, err = nil, fmt.Errorf("%w: handler panicked: %v", ErrServerError, r)
+			// The panic value stays here: the caller gets an id to look up.
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id := hex.EncodeToString(b[:])
+			s.opts.Logger.Error("handler panicked", zap.String("incident", id), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", ErrServerError, id)
 		}
 	}()
 	req := &Request{Header: hdr, Body: Body(f), RemoteAddr: conn.RemoteAddr()}
