@@ -54,14 +54,15 @@ func (calc) Attachment(ctx context.Context, key string) (string, error) {
 // serves the hello Greeter, B has weight 50), one consumer of calc, and
 // one malformed provider node.
 type fixture struct {
-	zk           string // registry address
-	addrA, addrB string // calc providers, host:port
+	zk           string   // registry address
+	zkAddrs      []string // its host:port addresses
+	addrA, addrB string   // calc providers, host:port
 }
 
 func startFixture(ctx context.Context, t *testing.T) *fixture {
 	t.Helper()
 	zkc := zktest.Start(t)
-	f := &fixture{zk: zkc.Address()}
+	f := &fixture{zk: zkc.Address(), zkAddrs: zkc.Addrs()}
 	registries := func() map[string]config.RegistryConfig {
 		return map[string]config.RegistryConfig{"zk": {
 			Address:   zkc.Address(),
@@ -253,6 +254,22 @@ func TestRegistryCommands(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no provider")
 		assert.Contains(t, errOut, calcInterface)
+	})
+
+	// A service nobody provides: invoke fails, and leaves no node behind
+	// that would make ls show the service.
+	t.Run("invoke unprovided service leaves no nodes", func(t *testing.T) {
+		const iface = "test.cli.Nobody"
+		_, errOut, code := runCLI(t, "invoke", "-registry", f.zk, "-service", iface, "-method", "Add", "-args", "[1, 2]")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "no provider")
+		raw := zktest.Client(t, f.zkAddrs...)
+		ok, _, err := raw.Exists("/dubbo/" + iface)
+		require.NoError(t, err)
+		assert.False(t, ok, "/dubbo/%s left behind", iface)
+		out, errOut, code := runCLI(t, "ls", "-registry", f.zk)
+		require.Equal(t, 0, code, errOut)
+		assert.NotContains(t, out, iface)
 	})
 }
 

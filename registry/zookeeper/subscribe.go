@@ -233,19 +233,14 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 	}
 }
 
-// childrenW lists p and leaves a watch on it. A missing node is created
-// (Dubbo consumers do the same); when that is not allowed, an existence
-// watch stands in and the list is empty.
+// childrenW lists p and leaves a watch on it. A missing node is not
+// created (a consumer of a service nobody provides must not leave empty
+// nodes that make the service look provided): an existence watch stands
+// in and the list is empty.
 func (r *Registry) childrenW(conn *zk.Conn, p string) ([]string, <-chan zk.Event, error) {
 	kids, _, ch, err := conn.ChildrenW(p)
 	if err == nil || !errors.Is(err, zk.ErrNoNode) {
 		return kids, ch, err
-	}
-	if cerr := r.ensurePath(conn, p); cerr == nil {
-		kids, _, ch, err = conn.ChildrenW(p)
-		if err == nil || !errors.Is(err, zk.ErrNoNode) {
-			return kids, ch, err
-		}
 	}
 	ok, _, ech, err := conn.ExistsW(p)
 	if err != nil {
@@ -255,6 +250,9 @@ func (r *Registry) childrenW(conn *zk.Conn, p string) ([]string, <-chan zk.Event
 		// Created meanwhile: the existence watch fires on the next change
 		// and we list again.
 		kids, _, err := conn.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, ech, nil
+		}
 		return kids, ech, err
 	}
 	return nil, ech, nil

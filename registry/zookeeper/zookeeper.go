@@ -526,7 +526,26 @@ func (r *Registry) deleteOwn(conn *zk.Conn, p string, sid int64) error {
 	if err := conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
+	if path.Base(path.Dir(p)) == registry.CategoryConsumers {
+		r.pruneEmpty(conn, path.Dir(p))
+	}
 	return nil
+}
+
+// pruneEmpty deletes the consumers node dir and then its service node if
+// they have no children left, so that a consumer of a service nobody
+// provides (minidubbo invoke, say) leaves nothing behind for ls to show. A
+// node that is not empty stays; a process creating a node under one
+// deleted meanwhile re-creates the path (ensureEphemeral).
+func (r *Registry) pruneEmpty(conn *zk.Conn, dir string) {
+	for _, p := range []string{dir, path.Dir(dir)} {
+		if err := conn.Delete(p, -1); err != nil {
+			if !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) {
+				r.log.Debug("zookeeper: prune empty node", zap.String("node", p), zap.Error(err))
+			}
+			return
+		}
+	}
 }
 
 // ensurePath creates the persistent nodes of p that are missing.

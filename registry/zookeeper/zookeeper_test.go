@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"testing"
 	"time"
@@ -241,6 +242,12 @@ func TestHealthy(t *testing.T) {
 		}
 		rule := protocol.NewURL("condition", "0.0.0.0", 0, svc, map[string]string{"rule": "host = 1.2.3.4 => host = 5.6.7.8"})
 		rp := r.CategoryPath(svc, registry.CategoryRouters)
+		// A subscriber creates no node: the rule's writer creates the path.
+		for _, p := range []string{path.Dir(rp), rp} {
+			if _, err := raw.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				t.Fatal(err)
+			}
+		}
 		if _, err := raw.Create(rp+"/"+rule.Escaped(), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
