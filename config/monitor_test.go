@@ -398,6 +398,10 @@ func TestApplicationMetricsPage(t *testing.T) {
 	assert.Equal(t, "provider", labels["side"])
 	assert.Equal(t, "caller@127.0.0.1", labels["consumer"])
 	assert.Equal(t, u.Address(), labels["provider"])
+	// The provider counted the bodies it received and, after encoding,
+	// the responses it sent.
+	assert.Positive(t, fams["minidubbo_received_bytes_total"].Metric[0].Counter.GetValue())
+	assert.Positive(t, fams["minidubbo_sent_bytes_total"].Metric[0].Counter.GetValue())
 
 	addr := app.MetricsAddr()
 	require.NoError(t, app.Shutdown(ctx))
