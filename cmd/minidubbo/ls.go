@@ -7,16 +7,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 )
 
@@ -38,10 +36,6 @@ flags:
 // defaultRegistry is the registry address the ls and invoke commands use
 // when -registry is not given.
 const defaultRegistry = "zookeeper://127.0.0.1:2181"
-
-// lsSessionTimeout is the ZooKeeper session timeout ls asks for; the
-// session only lives as long as the listing.
-const lsSessionTimeout = 10 * time.Second
 
 type lsListing struct {
 	Services []lsService `json:"services"`
@@ -96,21 +90,28 @@ func runLS(args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return usageErr(errors.New("-timeout must be positive"))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
 	addr, err := zookeeper.ParseAddress(*regAddr)
 	if err != nil {
 		return usageErr(err)
 	}
-	root := strings.Trim(addr.Params.Get("root"), "/")
-	if root == "" {
-		root = strings.Trim(addr.Params.Get("group"), "/")
+	lister, err := zookeeper.NewLister(ctx, *regAddr)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(stderr, "minidubbo ls: no ZooKeeper session with %s within %v\n", strings.Join(addr.Servers, ","), *timeout)
+		return 1
 	}
-	if root == "" {
-		root = zookeeper.DefaultRoot
+	if err != nil {
+		fmt.Fprintf(stderr, "minidubbo ls: %v\n", err)
+		return 1
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	listing, err := listZK(ctx, addr, "/"+root, *only, *timeout)
+	defer lister.Close()
+	root := lister.Root()
+	listing, err := listServices(ctx, lister, root, *only)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(stderr, "minidubbo ls: listing %s on %s took longer than %v\n", root, strings.Join(addr.Servers, ","), *timeout)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "minidubbo ls: %v\n", err)
 		return 1
@@ -124,99 +125,40 @@ func runLS(args []string, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(b)
 		return 0
 	}
-	printListing(stdout, listing, "/"+root)
+	printListing(stdout, listing, root)
 	return 0
 }
 
-// listZK connects to the servers of addr, waits for a session and lists
-// the services under root (only the one named only, when set). ctx bounds
-// everything; the connection is closed before it returns.
-func listZK(ctx context.Context, addr zookeeper.Address, root, only string, timeout time.Duration) (*lsListing, error) {
-	conn, events, err := zk.Connect(addr.Servers, lsSessionTimeout, zk.WithLogger(nopLogger{}))
-	if err != nil {
-		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(addr.Servers, ","), err)
-	}
-	defer conn.Close()
-	// Connect returns before a session exists: wait for one.
-	for session := false; !session; {
-		select {
-		case ev := <-events:
-			switch ev.State {
-			case zk.StateHasSession:
-				session = true
-			case zk.StateAuthFailed:
-				return nil, fmt.Errorf("zookeeper %s: authentication failed", strings.Join(addr.Servers, ","))
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no ZooKeeper session with %s within %v", strings.Join(addr.Servers, ","), timeout)
-		}
-	}
-	if addr.Username != "" {
-		if err := conn.AddAuth("digest", []byte(addr.Username+":"+addr.Password)); err != nil {
-			return nil, fmt.Errorf("zookeeper: add credentials: %w", err)
-		}
-	}
-	// ZooKeeper calls take no context: run them aside and give up (closing
-	// the connection, which ends them) when ctx is done.
-	type result struct {
-		l   *lsListing
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := listServices(conn, root, only)
-		done <- result{l, err}
-	}()
-	select {
-	case r := <-done:
-		return r.l, r.err
-	case <-ctx.Done():
-		conn.Close()
-		<-done
-		return nil, fmt.Errorf("listing %s on %s took longer than %v", root, strings.Join(addr.Servers, ","), timeout)
-	}
-}
-
-func listServices(conn *zk.Conn, root, only string) (*lsListing, error) {
+// listServices lists the services of the registry through its read-only
+// listing API (only the one named only, when set).
+func listServices(ctx context.Context, r registry.Lister, root, only string) (*lsListing, error) {
 	var names []string
 	if only != "" {
-		names = []string{url.QueryEscape(only)}
+		names = []string{only}
 	} else {
 		var err error
-		names, _, err = conn.Children(root)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("list %s: %w", root, err)
+		if names, err = r.Services(ctx); err != nil {
+			return nil, err
 		}
-		slices.Sort(names)
 	}
 	l := &lsListing{Services: []lsService{}}
 	for _, name := range names {
-		svc, found, err := listService(conn, root+"/"+name)
+		svc, found, err := listService(ctx, r, name)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
 			continue
 		}
-		if iface, err := url.QueryUnescape(name); err == nil {
-			svc.Interface = iface
-		} else {
-			svc.Interface = name
-		}
+		svc.Interface = name
 		l.Services = append(l.Services, svc)
 	}
 	slices.SortFunc(l.Services, func(a, b lsService) int { return strings.Compare(a.Interface, b.Interface) })
 	if only != "" && len(l.Services) == 0 {
-		known, _, err := conn.Children(root)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("list %s: %w", root, err)
+		known, err := r.Services(ctx)
+		if err != nil {
+			return nil, err
 		}
-		for i, k := range known {
-			if u, err := url.QueryUnescape(k); err == nil {
-				known[i] = u
-			}
-		}
-		slices.Sort(known)
 		if len(known) == 0 {
 			return nil, fmt.Errorf("service %q is not registered (no service is, under %s)", only, root)
 		}
@@ -225,22 +167,16 @@ func listServices(conn *zk.Conn, root, only string) (*lsListing, error) {
 	return l, nil
 }
 
-// listService reads the category nodes of one service node. found is false
-// when the node has none of them (it is not a service, or it is gone).
-func listService(conn *zk.Conn, path string) (svc lsService, found bool, err error) {
+// listService reads the categories of one service. found is false when it
+// has none of them (it is not a service, or it is gone).
+func listService(ctx context.Context, r registry.Lister, name string) (svc lsService, found bool, err error) {
 	svc.Providers = []lsProvider{}
-	children := func(category string) ([]string, error) {
-		c, _, err := conn.Children(path + "/" + category)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s/%s: %w", path, category, err)
-		}
-		found = true
-		return c, nil
+	nodes := func(category string) ([]string, error) {
+		n, ok, err := r.Nodes(ctx, name, category)
+		found = found || ok
+		return n, err
 	}
-	provs, err := children("providers")
+	provs, err := nodes(registry.CategoryProviders)
 	if err != nil {
 		return svc, false, err
 	}
@@ -273,7 +209,7 @@ func listService(conn *zk.Conn, path string) (svc lsService, found bool, err err
 		}
 		return strings.Compare(a.URL, b.URL)
 	})
-	cons, err := children("consumers")
+	cons, err := nodes(registry.CategoryConsumers)
 	if err != nil {
 		return svc, false, err
 	}
@@ -284,7 +220,7 @@ func listService(conn *zk.Conn, path string) (svc lsService, found bool, err err
 		}
 		svc.Consumers++
 	}
-	routers, err := children("routers")
+	routers, err := nodes(registry.CategoryRouters)
 	if err != nil {
 		return svc, false, err
 	}
@@ -339,8 +275,3 @@ func printListing(w io.Writer, l *lsListing, root string) {
 		}
 	}
 }
-
-// nopLogger silences the ZooKeeper client, which logs every reconnect.
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
