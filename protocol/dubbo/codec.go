@@ -259,5 +259,5 @@ func ctxWithTimeout(ctx context.Context, r *request, max time.Duration) (context
 	if r.timeoutMillis > 0 && r.timeoutMillis < max.Milliseconds() {
 		d = time.Duration(r.timeoutMillis) * time.Millisecond
 	}
-	return context.WithTimeout(ctx, d)
+	return newCallCtx(ctx, d)
 }
