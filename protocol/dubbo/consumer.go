@@ -316,6 +316,10 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), err)
 	}
+	if u.Param(KeyTLS, "") == "true" && p.opts.ClientTLS == nil {
+		return nil, fmt.Errorf("dubbo: refer %s at %s: the provider requires TLS (tls=true on its URL) and this consumer has no TLS configuration (dubbo.Options.ClientTLS)",
+			u.ServiceKey(), u.Address())
+	}
 	inv := &invoker{p: p, url: u, ser: ser}
 	inv.timeout.d, inv.timeout.src = u.TimeoutOf("")
 	inv.timeout.d = p.capTimeout(inv.timeout.d)

@@ -19,6 +19,11 @@ import (
 // Name is the protocol name in URLs (dubbo://).
 const Name = "dubbo"
 
+// KeyTLS is set to "true" on the URL of a service exported on a TLS port,
+// so that a consumer without TLS gets a clear error instead of a
+// connection the provider drops.
+const KeyTLS = "tls"
+
 // EchoMethod is answered by the protocol itself: it returns its one argument.
 const EchoMethod = "$echo"
 

@@ -296,7 +296,12 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 			p.servers[k] = s
 		}
 	}
-	real := protocol.NewURL(u.Protocol, u.Host, s.port, u.Path, u.Params())
+	params := u.Params()
+	if p.opts.ServerTLS != nil {
+		// Consumers learn from the registry that this port speaks TLS.
+		params[KeyTLS] = "true"
+	}
+	real := protocol.NewURL(u.Protocol, u.Host, s.port, u.Path, params)
 	return &Exporter{url: real, inv: urlInvoker{Invoker: inv, u: real}, p: p, s: s, key: key}, nil
 }
 

@@ -28,3 +28,18 @@ func TestTLS(t *testing.T) {
 	_, err = untrusting.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
 	require.ErrorIs(t, err, status.ErrDial)
 }
+
+// TestTLSRequiredIsPublished: a TLS port says so on its URL, and a consumer
+// without TLS is told why at refer time instead of seeing its connections
+// dropped.
+func TestTLSRequiredIsPublished(t *testing.T) {
+	serverTLS, _ := testcert.SelfSigned(t)
+	srv := newProtocol(t, &dubbo.Options{ServerTLS: serverTLS})
+	_, u := export(t, srv, providerURL("demo.Greeter"))
+	require.Equal(t, "true", u.Param(dubbo.KeyTLS, ""))
+	_, err := newProtocol(t, nil).Refer(u)
+	require.ErrorContains(t, err, "the provider requires TLS")
+
+	_, plain := export(t, newProtocol(t, nil), providerURL("demo.Plain"))
+	require.Empty(t, plain.Param(dubbo.KeyTLS, ""))
+}
