@@ -28,7 +28,7 @@ func testCtx(t *testing.T) context.Context {
 func TestStrategyTable(t *testing.T) {
 	assert.Equal(t, []string{"broadcast", "failback", "failfast", "failover", "failsafe", "forking"}, Builtin().Names())
 	_, err := New(NewStatic(), Options{Strategy: "failsome"})
-	require.EqualError(t, err, `cluster: unknown strategy "failsome" (known: broadcast, failback, failfast, failover, failsafe, forking)`)
+	require.EqualError(t, err, `cluster: unknown strategy "failsome"; did you mean "failsafe"? (known: broadcast, failback, failfast, failover, failsafe, forking)`)
 	_, err = New(NewStatic(), Options{LoadBalance: "rr"})
 	require.ErrorContains(t, err, `loadbalance: unknown "rr" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`)
 	_, err = New(nil, Options{})

@@ -39,5 +39,5 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// hello from 10.0.0.2 <nil> map[10.0.0.1:1 10.0.0.2:1]
-	// cluster: unknown strategy "failsome" (known: broadcast, failback, failfast, failover, failsafe, forking)
+	// cluster: unknown strategy "failsome"; did you mean "failsafe"? (known: broadcast, failback, failfast, failover, failsafe, forking)
 }
