@@ -238,7 +238,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	}
 	po := a.protoOpts
 	if po.Serializers == nil {
-		po.Serializers = serialize.Builtin()
+		po.Serializers = serialize.BuiltinLimits(serialize.Limits{AllowUnknownFields: a.cfg.Application.UnknownFields == "ignore"})
 	}
 	for _, s := range a.serializers {
 		if err := po.Serializers.Register(s); err != nil {

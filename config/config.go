@@ -71,6 +71,11 @@ func (m MonitorConfig) Reporting() bool {
 type ApplicationConfig struct {
 	// Name appears in registered URLs and names the provider cache file.
 	Name string `yaml:"name"`
+	// UnknownFields is what decoding a struct argument or result does with
+	// a key the Go struct has no field for: "reject" (default; the call
+	// fails naming the key, so a wrong struct is not read as zero values)
+	// or "ignore" (for rolling upgrades that add fields).
+	UnknownFields string `yaml:"unknown_fields"`
 }
 
 // RegistryConfig is one registry.
@@ -325,6 +330,12 @@ func (c *Config) validate(k known) error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
 	if c.Application.Name == "" {
 		c.Application.Name = "minidubbo"
+	}
+	if c.Application.UnknownFields == "" {
+		c.Application.UnknownFields = "reject"
+	}
+	if uf := []string{"reject", "ignore"}; !slices.Contains(uf, c.Application.UnknownFields) {
+		bad("application.unknown_fields %q: unknown%s (known: reject, ignore)", c.Application.UnknownFields, suggest(c.Application.UnknownFields, uf))
 	}
 	for id, r := range c.Registries {
 		key := "registries." + id

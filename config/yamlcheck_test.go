@@ -32,7 +32,7 @@ logging: {levle: info}
 		`config: registries.zk.sesion_timeout (line 4): unknown key; did you mean "session_timeout"? (known in registries.zk: address, cache_file, check, password, session_timeout, timeout, username)`,
 		`config: registries.zk.timeout (line 5): 2 is not a duration: durations need a unit, such as 2s or 2ms`,
 		`config: references.greeter.methods.SayHello.timeout (line 10): 250 is not a duration: durations need a unit, such as 250s or 250ms`,
-		`config: references.greeter.loadbalnce (line 11): unknown key; did you mean "loadbalance"? (known in references.greeter: check, cluster, `,
+		`config: references.greeter.loadbalnce (line 11): unknown key; did you mean "loadbalance"? (known in references.greeter: `,
 		`config: services.g.warmup (line 13): "10 minutes" is not a duration (such as 2s, 500ms, 1m30s)`,
 		`config: logging.levle (line 15): unknown key; did you mean "level"? (known in logging: format, level)`,
 	} {

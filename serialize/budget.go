@@ -31,6 +31,11 @@ const (
 type Limits struct {
 	AllocFactor int
 	AllocSlack  int
+	// AllowUnknownFields makes decoding into a struct skip keys the struct
+	// has no field for. By default such a key is an error naming it, so a
+	// wrong struct or a misspelt JSON key is not silently read as zero
+	// values; allow them during rolling upgrades that add fields.
+	AllowUnknownFields bool
 }
 
 func (l Limits) withDefaults() Limits {

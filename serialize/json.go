@@ -10,30 +10,44 @@ import (
 // NewJSON returns the encoding/json serializer, named JSON with id JSONID.
 // A sequence of values is written one JSON text per line. Before decoding
 // it checks the bytes with CheckJSON. DecodeAny returns numbers as float64.
+// A key a struct has no field for is an error (NewJSONLimits with
+// AllowUnknownFields skips it).
 func NewJSON() Serializer { return jsonSerializer{} }
 
-type jsonSerializer struct{}
+// NewJSONLimits is NewJSON honouring l.AllowUnknownFields (the allocation
+// limits apply to msgpack only).
+func NewJSONLimits(l Limits) Serializer { return jsonSerializer{allowUnknown: l.AllowUnknownFields} }
+
+type jsonSerializer struct{ allowUnknown bool }
 
 func (jsonSerializer) Name() string                  { return JSON }
 func (jsonSerializer) ID() byte                      { return JSONID }
 func (jsonSerializer) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-func (jsonSerializer) Unmarshal(data []byte, v any) error {
+func (s jsonSerializer) Unmarshal(data []byte, v any) error {
 	if err := CheckJSON(data); err != nil {
 		return err
 	}
-	return json.Unmarshal(data, v)
+	d := json.NewDecoder(bytes.NewReader(data))
+	if !s.allowUnknown {
+		d.DisallowUnknownFields()
+	}
+	return d.Decode(v)
 }
 
 func (jsonSerializer) NewEncoder(w io.Writer) Encoder {
 	return &jsonEncoder{e: json.NewEncoder(w)}
 }
 
-func (jsonSerializer) NewDecoder(data []byte) (Decoder, error) {
+func (s jsonSerializer) NewDecoder(data []byte) (Decoder, error) {
 	if err := CheckJSON(data); err != nil {
 		return nil, err
 	}
-	return &jsonDecoder{d: json.NewDecoder(bytes.NewReader(data))}, nil
+	d := json.NewDecoder(bytes.NewReader(data))
+	if !s.allowUnknown {
+		d.DisallowUnknownFields()
+	}
+	return &jsonDecoder{d: d}, nil
 }
 
 type jsonEncoder struct{ e *json.Encoder }

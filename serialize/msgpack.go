@@ -57,6 +57,7 @@ func (s msgpackSerializer) NewDecoder(data []byte) (Decoder, error) {
 	d.limit = d.budget
 	d.r.Reset(data)
 	d.d.ResetReader(&d.r)
+	d.d.DisallowUnknownFields(!s.lim.AllowUnknownFields)
 	return d, nil
 }
 

@@ -95,10 +95,11 @@ type Table struct {
 func Builtin() *Table { return BuiltinLimits(Limits{}) }
 
 // BuiltinLimits returns a new Table holding msgpack and json, with
-// allocation limits l for msgpack (zero fields: the defaults).
+// allocation limits l for msgpack (zero fields: the defaults) and
+// l.AllowUnknownFields for both.
 func BuiltinLimits(l Limits) *Table {
 	t := &Table{byName: map[string]Serializer{}}
-	for _, s := range []Serializer{NewMsgpackLimits(l), NewJSON()} {
+	for _, s := range []Serializer{NewMsgpackLimits(l), NewJSONLimits(l)} {
 		t.byName[s.Name()] = s
 		t.byID[s.ID()] = s
 	}
