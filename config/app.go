@@ -1143,6 +1143,27 @@ func (a *Application) Shutdown(ctx context.Context) error {
 // stop waiting (at most a tenth of the time it has).
 const shutdownGrace = 100 * time.Millisecond
 
+// EmptyProtection returns, by reference id, the addresses of the
+// providers that empty protection keeps in use now: the registry lists
+// none for the reference's service, but their connections are healthy
+// (see ReferenceConfig.EmptyProtection). References following their
+// registry are left out.
+func (a *Application) EmptyProtection() map[string][]string {
+	a.mu.Lock()
+	refs := slices.Clone(a.refs)
+	a.mu.Unlock()
+	out := map[string][]string{}
+	for _, r := range refs {
+		if r.dir == nil {
+			continue
+		}
+		if kept := r.dir.Protected(); len(kept) > 0 {
+			out[r.id] = kept
+		}
+	}
+	return out
+}
+
 // Abandoned returns how many calls to this application's services the
 // shutdown gave up on, because their methods had not returned by the
 // deadline.
