@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/registry/zookeeper"
 	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
@@ -138,6 +140,11 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if *direct == "" && errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no provider list for %s from %s within %v (is the registry up?): %w", *iface, *regAddr, *timeout, err)
+		}
+		if *direct == "" && errors.Is(err, cluster.ErrNoProvider) {
+			if hint := nearestService(*regAddr, *iface, *timeout); hint != "" {
+				err = fmt.Errorf("%w%s", err, hint)
+			}
 		}
 		return fail(err)
 	}
@@ -278,4 +285,22 @@ func expectedShape(providers []*protocol.URL, method string) string {
 		return fmt.Sprintf("%s has no method %q%s; its methods: %s", u.Interface(), method, named.DidYouMean(method, names), strings.Join(names, ", "))
 	}
 	return ""
+}
+
+// nearestService returns "; did you mean ...?" naming the registered
+// service nearest to iface when iface itself is not registered, or "" (also
+// when the registry cannot be listed within timeout).
+func nearestService(regAddr, iface string, timeout time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := zookeeper.NewLister(ctx, regAddr)
+	if err != nil {
+		return ""
+	}
+	defer l.Close()
+	known, err := l.Services(ctx)
+	if err != nil || slices.Contains(known, iface) {
+		return ""
+	}
+	return named.DidYouMean(iface, known)
 }

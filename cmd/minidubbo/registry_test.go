@@ -256,6 +256,15 @@ func TestRegistryCommands(t *testing.T) {
 		assert.Contains(t, errOut, calcInterface)
 	})
 
+	// A misspelt service: invoke suggests the registered one nearest to it.
+	t.Run("invoke misspelt service", func(t *testing.T) {
+		_, errOut, code := runCLI(t, "invoke", "-registry", f.zk, "-service", "demo.hello.Greter",
+			"-method", "SayHello", "-args", `["x"]`)
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "no provider")
+		assert.Contains(t, errOut, `did you mean "demo.hello.Greeter"?`)
+	})
+
 	// A service nobody provides: invoke fails, and leaves no node behind
 	// that would make ls show the service.
 	t.Run("invoke unprovided service leaves no nodes", func(t *testing.T) {
@@ -263,6 +272,7 @@ func TestRegistryCommands(t *testing.T) {
 		_, errOut, code := runCLI(t, "invoke", "-registry", f.zk, "-service", iface, "-method", "Add", "-args", "[1, 2]")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no provider")
+		assert.NotContains(t, errOut, "did you mean")
 		raw := zktest.Client(t, f.zkAddrs...)
 		ok, _, err := raw.Exists("/dubbo/" + iface)
 		require.NoError(t, err)
