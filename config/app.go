@@ -22,6 +22,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/internal/named"
@@ -301,7 +303,7 @@ func (a *Application) serveMetrics(addr string) error {
 		return fmt.Errorf("config: monitor.metrics: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", prom.Handler(a.monitor))
+	mux.Handle("/metrics", a.MetricsHandler())
 	a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(a.log.Named("metrics"))}
 	a.metricsLn = ln
 	a.metricsEnd = make(chan struct{})
@@ -1162,6 +1164,46 @@ func (a *Application) EmptyProtection() map[string][]string {
 		}
 	}
 	return out
+}
+
+// MetricsHandler returns the handler of the application's /metrics page
+// (served by itself when Config.Monitor.Metrics is set): the monitor's
+// counts in Prometheus text format, with
+// minidubbo_empty_protected_providers{reference,service}, the providers
+// empty protection keeps in use, and minidubbo_shutdown_abandoned_calls.
+func (a *Application) MetricsHandler() http.Handler {
+	return prom.Handler(a.monitor, appCollector{a})
+}
+
+var (
+	descEmptyProtected = prometheus.NewDesc("minidubbo_empty_protected_providers",
+		"Providers the registry no longer lists that empty protection keeps calling, because their connections are healthy.",
+		[]string{"reference", "service"}, nil)
+	descAbandoned = prometheus.NewDesc("minidubbo_shutdown_abandoned_calls",
+		"Calls to this application's services that a shutdown gave up on.", nil, nil)
+)
+
+// appCollector exports the application's own state to Prometheus.
+type appCollector struct{ a *Application }
+
+func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descEmptyProtected
+	ch <- descAbandoned
+}
+
+func (c appCollector) Collect(ch chan<- prometheus.Metric) {
+	protected := c.a.EmptyProtection()
+	c.a.mu.Lock()
+	refs := slices.Clone(c.a.refs)
+	c.a.mu.Unlock()
+	for _, r := range refs {
+		if r.dir == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descEmptyProtected, prometheus.GaugeValue,
+			float64(len(protected[r.id])), r.id, c.a.cfg.References[r.id].Interface)
+	}
+	ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.CounterValue, float64(c.a.Abandoned()))
 }
 
 // Abandoned returns how many calls to this application's services the

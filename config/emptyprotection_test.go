@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -43,6 +45,7 @@ func TestEmptyProtectionKeepsHealthyProvider(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { return len(cons.EmptyProtection()["orders"]) == 1 }, 10*time.Second, time.Millisecond)
 			require.Equal(t, map[string][]string{"orders": {u.Address()}}, cons.EmptyProtection())
+			require.Contains(t, metricsPage(t, cons), `minidubbo_empty_protected_providers{reference="orders",service="test.Orders"} 1`+"\n")
 			for range 20 {
 				n, err := c.Total(ctx, Order{Items: []string{"a", "b"}}, 1)
 				require.NoError(t, err)
@@ -51,8 +54,18 @@ func TestEmptyProtectionKeepsHealthyProvider(t *testing.T) {
 			// A non-empty list ends protection.
 			require.NoError(t, reg.Register(ctx, u))
 			require.Eventually(t, func() bool { return len(cons.EmptyProtection()) == 0 }, 10*time.Second, time.Millisecond)
+			require.Contains(t, metricsPage(t, cons), `minidubbo_empty_protected_providers{reference="orders",service="test.Orders"} 0`+"\n")
 			_, err = c.Total(ctx, Order{}, 1)
 			require.NoError(t, err)
 		})
 	}
+}
+
+// metricsPage returns the application's /metrics page.
+func metricsPage(t *testing.T, app *config.Application) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	return rec.Body.String()
 }

@@ -76,9 +76,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Handler returns an http.Handler of the Prometheus text format with m's
-// counts and the Go runtime's and the process's metrics.
-func Handler(m *monitor.Monitor) http.Handler {
+// counts, the Go runtime's and the process's metrics, and those of extra.
+func Handler(m *monitor.Monitor, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
