@@ -231,6 +231,14 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 		d.log.Info("provider list changed", zap.String("service", d.opts.Consumer.ServiceKey()),
 			zap.Int("providers", len(next)), zap.Strings("added", added), zap.Strings("removed", removed), zap.Strings("changed", changed))
 	}
+	d.install(next)
+	d.markReady()
+}
+
+// install makes next the provider set: it publishes its invokers, sorted
+// by key, as a new snapshot and wakes whoever waits for a change. d.mu
+// must be held.
+func (d *Directory) install(next map[string]*tracked) {
 	d.byKey = next
 	keys := make([]string, 0, len(next))
 	for k := range next {
@@ -244,7 +252,6 @@ func (d *Directory) Notify(providers []*protocol.URL) {
 	d.publish(invs)
 	close(d.changed)
 	d.changed = make(chan struct{})
-	d.markReady()
 }
 
 // protectEmpty applies empty protection to an empty list: it keeps the
@@ -297,19 +304,7 @@ func (d *Directory) keepHealthy() []string {
 			d.retire(t, d.opts.Linger)
 		}
 	}
-	d.byKey = next
-	keys := make([]string, 0, len(next))
-	for k := range next {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, strings.Compare)
-	invs := make([]protocol.Invoker, len(keys))
-	for i, k := range keys {
-		invs[i] = next[k]
-	}
-	d.publish(invs)
-	close(d.changed)
-	d.changed = make(chan struct{})
+	d.install(next)
 	return kept
 }
 
