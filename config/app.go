@@ -40,10 +40,6 @@ import (
 	"github.com/minidubbo/minidubbo/status"
 )
 
-// ErrTokenMismatch is returned to callers whose token attachment does not
-// match the provider's token (filter.ErrTokenMismatch).
-var ErrTokenMismatch = filter.ErrTokenMismatch
-
 // Option configures an Application.
 type Option func(*Application) error
 
@@ -526,9 +522,8 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 		counting.SetAddr(net.JoinHostPort(pc.Host, strconv.Itoa(port)))
 	}
 	filters := []protocol.Filter{counting}
-	if token != "" {
-		filters = append(filters, filter.NewTokenCheck(token))
-	}
+	// The token is not a filter here: the dubbo protocol checks it from the
+	// URL before any argument is decoded.
 	if sc.Executes > 0 {
 		filters = append(filters, filter.NewExecutes(sc.Executes))
 	}

@@ -1,46 +1,24 @@
 // Package filter holds the framework's built-in filters, each a small
 // protocol.Filter type that config places in the chains it builds:
 //
-//	provider:  counting (monitor) → TokenCheck → Executes → user filters → service
+//	provider:  counting (monitor) → Executes → user filters → service
 //	consumer:  call filters → cluster → attempt filters (counting, TokenAttach, user) → provider
 //
 // Call filters run once per call, above the cluster (retries included);
 // attempt filters run once per provider attempt, below it. Users add their
 // own with config.WithFilters or by name from YAML (config.WithFilter).
+// The provider's token is no filter: the protocol checks it before any
+// argument is decoded.
 package filter
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"maps"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/status"
 )
-
-// ErrTokenMismatch is returned to callers whose token attachment does not
-// match the provider's token.
-var ErrTokenMismatch = errors.New("filter: invalid token")
-
-// TokenCheck refuses, on the provider, calls whose token attachment is not
-// the service's token, comparing in constant time.
-type TokenCheck struct{ want []byte }
-
-var _ protocol.Filter = (*TokenCheck)(nil)
-
-// NewTokenCheck returns the check for token.
-func NewTokenCheck(token string) *TokenCheck { return &TokenCheck{want: []byte(token)} }
-
-// Invoke implements protocol.Filter.
-func (f *TokenCheck) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-	got := inv.Attachment(protocol.KeyToken)
-	if subtle.ConstantTimeCompare([]byte(got), f.want) != 1 {
-		return nil, fmt.Errorf("%w: %s.%s", ErrTokenMismatch, inv.Service, inv.Method)
-	}
-	return next.Invoke(ctx, inv)
-}
 
 // TokenAttach adds, on the consumer, the token of the provider an attempt
 // goes to (from its URL) to the call's attachments, without touching the

@@ -16,20 +16,10 @@ var echoAtt = protocol.InvokerFunc{F: func(_ context.Context, inv *protocol.Invo
 	return &protocol.Result{Value: inv.Attachment(protocol.KeyToken)}, nil
 }}
 
-func TestToken(t *testing.T) {
+// TokenAttach adds the token without touching the caller's map.
+func TestTokenAttach(t *testing.T) {
 	ctx := t.Context()
-	check := protocol.Chain(echoAtt, filter.NewTokenCheck("s3cret"))
-	for _, tc := range []struct {
-		token string
-		ok    bool
-	}{{"s3cret", true}, {"", false}, {"s3cre", false}, {"s3cretX", false}} {
-		_, err := check.Invoke(ctx, &protocol.Invocation{Service: "S", Method: "m", Attachments: map[string]string{protocol.KeyToken: tc.token}})
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, filter.ErrTokenMismatch)) {
-			t.Fatalf("token %q: err %v", tc.token, err)
-		}
-	}
-	// the consumer side adds the token without touching the caller's map
-	attach := protocol.Chain(check, filter.NewTokenAttach("s3cret"))
+	attach := protocol.Chain(echoAtt, filter.NewTokenAttach("s3cret"))
 	atts := map[string]string{"k": "v"}
 	res, err := attach.Invoke(ctx, &protocol.Invocation{Service: "S", Method: "m", Attachments: atts})
 	if err != nil || res.Value != "s3cret" {
