@@ -6,8 +6,21 @@ package chaossvc
 import (
 	"context"
 
+	"go.uber.org/zap"
+
 	"github.com/minidubbo/minidubbo/examples/chaos/ledger"
 )
+
+// Logger returns the logger of the harness's programs: warnings and above
+// to stderr when verbose (their -v flag), nothing otherwise.
+func Logger(verbose bool) (*zap.Logger, error) {
+	if !verbose {
+		return zap.NewNop(), nil
+	}
+	zc := zap.NewDevelopmentConfig()
+	zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	return zc.Build()
+}
 
 // Interface is the service's name in the registry.
 const Interface = "demo.chaos.Ledger"

@@ -23,8 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/chaos/chaossvc"
@@ -67,13 +65,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log := zap.NewNop()
-	if *verbose {
-		zc := zap.NewDevelopmentConfig()
-		zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-		if log, err = zc.Build(); err != nil {
-			return err
-		}
+	log, err := chaossvc.Logger(*verbose)
+	if err != nil {
+		return err
 	}
 	led, err := ledger.CreateConsumer(*ledgerPath)
 	if err != nil {

@@ -13,8 +13,6 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/chaos/chaossvc"
 	"github.com/minidubbo/minidubbo/examples/chaos/ledger"
@@ -40,13 +38,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log := zap.NewNop()
-	if *verbose {
-		zc := zap.NewDevelopmentConfig()
-		zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-		if log, err = zc.Build(); err != nil {
-			return err
-		}
+	log, err := chaossvc.Logger(*verbose)
+	if err != nil {
+		return err
 	}
 	led, err := ledger.CreateProvider(*ledgerPath)
 	if err != nil {
