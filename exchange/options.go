@@ -10,10 +10,13 @@ import (
 	"github.com/minidubbo/minidubbo/transport"
 )
 
-// Defaults of Options.
+// Defaults of Options; DefaultOptions returns them all. protocol/dubbo and
+// config refer to these instead of repeating them.
 const (
+	// DefaultMaxPayload is the transport's: one limit, declared there.
 	DefaultMaxPayload = transport.DefaultMaxPayload
-	DefaultHeartbeat  = 30 * time.Second
+	// DefaultHeartbeat is the idle time after which a heartbeat is sent.
+	DefaultHeartbeat = 30 * time.Second
 	// DefaultWorkers bounds a Server's worker pool; workers start as
 	// requests need them, so a light load runs on a few.
 	DefaultWorkers = 512
@@ -25,17 +28,20 @@ const (
 	DefaultWorkerIdle = time.Minute
 )
 
-// Options configure a Client or a Server. A nil *Options, and every zero
-// field, means the default.
+// Options configure a Client or a Server. As in every layer's options: a
+// nil *Options, and every zero field, mean the default (DefaultOptions
+// shows them); a negative field is invalid (Validate). MaxConcurrent is
+// the one setting whose zero is literal: no limit, which is its default.
 type Options struct {
-	// MaxPayload bounds frame bodies both ways (default 8 MiB). A request
-	// over it fails with ErrPayloadTooLarge before it is sent; a response
-	// over it is replaced by a StatusPayloadTooLarge answer.
+	// MaxPayload bounds frame bodies both ways (default
+	// DefaultMaxPayload, 8 MiB). A request over it fails with
+	// ErrPayloadTooLarge before it is sent; a response over it is replaced
+	// by a StatusPayloadTooLarge answer.
 	MaxPayload int
 	// Heartbeat is how long a connection may be idle before a heartbeat is
-	// sent (default 30 s). A client that has read nothing for 2.5
-	// heartbeats takes its peer as dead; a server closes connections idle
-	// for 3.
+	// sent (default DefaultHeartbeat, 30 s). A client that has read
+	// nothing for 2.5 heartbeats takes its peer as dead; a server closes
+	// connections idle for 3.
 	Heartbeat time.Duration
 	// Workers bounds the goroutines that run a Server's requests (default
 	// DefaultWorkers). Workers are long-lived: one starts when requests
@@ -69,26 +75,43 @@ type Options struct {
 	Logger *zap.Logger
 }
 
-// Validate returns an error naming the first invalid field.
+// DefaultOptions returns the options a nil *Options stands for, every
+// default written out (TLS and Logger nil: none).
+func DefaultOptions() Options {
+	return Options{
+		MaxPayload:   DefaultMaxPayload,
+		Heartbeat:    DefaultHeartbeat,
+		Workers:      DefaultWorkers,
+		Queue:        DefaultQueue,
+		WorkerIdle:   DefaultWorkerIdle,
+		MaxConns:     transport.DefaultMaxConns,
+		FrameTimeout: transport.DefaultFrameTimeout,
+	}
+}
+
+// Validate returns an error naming the first invalid field: every count,
+// size and duration must be zero (the default) or positive. A nil
+// *Options is valid.
 func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
+	d := DefaultOptions()
 	switch {
 	case o.MaxPayload < 0:
-		return fmt.Errorf("exchange: MaxPayload %d is negative", o.MaxPayload)
+		return fmt.Errorf("exchange: MaxPayload %d is negative (want 0 for the default %d, or more)", o.MaxPayload, d.MaxPayload)
 	case o.Heartbeat < 0:
-		return fmt.Errorf("exchange: Heartbeat %v is negative", o.Heartbeat)
+		return fmt.Errorf("exchange: Heartbeat %v is negative (want 0 for the default %v, or more)", o.Heartbeat, d.Heartbeat)
 	case o.MaxConcurrent < 0:
-		return fmt.Errorf("exchange: MaxConcurrent %d is negative", o.MaxConcurrent)
+		return fmt.Errorf("exchange: MaxConcurrent %d is negative (want 0 for no limit, or more)", o.MaxConcurrent)
 	case o.Workers < 0:
-		return fmt.Errorf("exchange: Workers %d is negative", o.Workers)
+		return fmt.Errorf("exchange: Workers %d is negative (want 0 for the default %d, or more)", o.Workers, d.Workers)
 	case o.Queue < 0:
-		return fmt.Errorf("exchange: Queue %d is negative", o.Queue)
+		return fmt.Errorf("exchange: Queue %d is negative (want 0 for the default %d, or more)", o.Queue, d.Queue)
 	case o.WorkerIdle < 0:
-		return fmt.Errorf("exchange: WorkerIdle %v is negative", o.WorkerIdle)
+		return fmt.Errorf("exchange: WorkerIdle %v is negative (want 0 for the default %v, or more)", o.WorkerIdle, d.WorkerIdle)
 	}
-	return nil
+	return o.transport().Validate()
 }
 
 func (o *Options) withDefaults() Options {
@@ -96,20 +119,27 @@ func (o *Options) withDefaults() Options {
 	if o != nil {
 		c = *o
 	}
+	d := DefaultOptions()
 	if c.MaxPayload <= 0 {
-		c.MaxPayload = DefaultMaxPayload
+		c.MaxPayload = d.MaxPayload
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = DefaultHeartbeat
+		c.Heartbeat = d.Heartbeat
 	}
 	if c.Workers <= 0 {
-		c.Workers = DefaultWorkers
+		c.Workers = d.Workers
 	}
 	if c.Queue <= 0 {
-		c.Queue = DefaultQueue
+		c.Queue = d.Queue
 	}
 	if c.WorkerIdle <= 0 {
-		c.WorkerIdle = DefaultWorkerIdle
+		c.WorkerIdle = d.WorkerIdle
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = d.FrameTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // Frame layout known to the transport: a HeaderSize-byte header that starts
@@ -25,20 +23,8 @@ const (
 	Magic      uint16 = 0xdabb
 )
 
-// Defaults of Options.
-const (
-	DefaultMaxPayload       = 8 << 20
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultBufferSize       = 32 << 10
-	DefaultMaxQueue         = 64 << 20
-	// DefaultFrameTimeout bounds the time from a frame's first byte to its
-	// last (slow-loris).
-	DefaultFrameTimeout = 5 * time.Second
-	// DefaultMaxConns bounds the connections a Server keeps open.
-	DefaultMaxConns = 10000
-	// closeFlushTimeout bounds how long Close spends writing queued frames.
-	closeFlushTimeout = time.Second
-)
+// closeFlushTimeout bounds how long Close spends writing queued frames.
+const closeFlushTimeout = time.Second
 
 // Errors of the transport layer.
 var (
@@ -57,68 +43,6 @@ var (
 	// ErrServerClosed is returned by Server.Serve after Close.
 	ErrServerClosed = errors.New("transport: server closed")
 )
-
-// Options configure connections and servers. A nil *Options, and every zero
-// field, means the default.
-type Options struct {
-	// MaxPayload bounds the body length a peer may declare (default 8 MiB);
-	// a larger one closes the connection before anything is allocated.
-	MaxPayload int
-	// TLS, when set, makes Dial and Server speak TLS.
-	TLS *tls.Config
-	// HandshakeTimeout bounds a server-side TLS handshake (default 10 s).
-	HandshakeTimeout time.Duration
-	// MaxQueue bounds the bytes of frames queued and not yet written
-	// (default 64 MiB); a Send beyond it closes the connection with
-	// ErrSlowPeer.
-	MaxQueue int
-	// ReadBufferSize and WriteBufferSize size the per-connection buffers
-	// (default 32 KiB each). They are taken from a pool only while data
-	// flows: an idle connection holds neither.
-	ReadBufferSize, WriteBufferSize int
-	// FrameTimeout bounds the time between the first byte of a frame and
-	// its last (default 5 s); a peer slower than that is cut off with
-	// ErrSlowFrame. An idle connection (between frames) has no deadline.
-	FrameTimeout time.Duration
-	// MaxConns bounds the connections a Server keeps open, TLS handshakes
-	// included (default 10,000); connections over it are closed at once
-	// and counted (Server.Refused).
-	MaxConns int
-	// Logger receives connection events (default zap.NewNop()).
-	Logger *zap.Logger
-}
-
-func (o *Options) withDefaults() Options {
-	var c Options
-	if o != nil {
-		c = *o
-	}
-	if c.MaxPayload <= 0 {
-		c.MaxPayload = DefaultMaxPayload
-	}
-	if c.MaxQueue <= 0 {
-		c.MaxQueue = DefaultMaxQueue
-	}
-	if c.HandshakeTimeout <= 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if c.ReadBufferSize <= 0 {
-		c.ReadBufferSize = DefaultBufferSize
-	}
-	if c.WriteBufferSize <= 0 {
-		c.WriteBufferSize = DefaultBufferSize
-	}
-	if c.FrameTimeout <= 0 {
-		c.FrameTimeout = DefaultFrameTimeout
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = DefaultMaxConns
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	return c
-}
 
 // Handler receives the frames of a connection. The exchange layer
 // implements it; the connection's read goroutine calls it, never
@@ -161,10 +85,15 @@ type Conn struct {
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
-// done), and calls h for its frames. opts may be nil.
+// done), and calls h for its frames. opts may be nil; invalid opts (see
+// Options.Validate) close the connection at once with the error.
 func NewConn(nc net.Conn, h Handler, opts *Options) *Conn {
 	o := opts.withDefaults()
-	return newConn(nc, h, &o)
+	c := newConn(nc, h, &o)
+	if err := opts.Validate(); err != nil {
+		c.Abort(err)
+	}
+	return c
 }
 
 func newConn(nc net.Conn, h Handler, o *Options) *Conn {
@@ -183,8 +112,12 @@ func newConn(nc net.Conn, h Handler, o *Options) *Conn {
 }
 
 // Dial connects to addr (with TLS when opts.TLS is set) and starts serving
-// the connection with h. ctx bounds the dial and the handshake.
+// the connection with h. ctx bounds the dial and the handshake. Invalid
+// opts (see Options.Validate) are an error.
 func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	o := opts.withDefaults()
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)

@@ -14,8 +14,9 @@ import (
 // Server accepts connections and serves each with a Handler. It is safe
 // for concurrent use.
 type Server struct {
-	h    Handler
-	opts Options
+	h       Handler
+	opts    Options
+	invalid error // opts.Validate(), returned by Serve
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -43,11 +44,13 @@ func (s *Server) admit(nc net.Conn) bool {
 	return false
 }
 
-// NewServer returns a server that serves connections with h; opts may be nil.
+// NewServer returns a server that serves connections with h; opts may be
+// nil. Invalid opts (see Options.Validate) make Serve return the error.
 func NewServer(h Handler, opts *Options) *Server {
 	return &Server{
 		h:         h,
 		opts:      opts.withDefaults(),
+		invalid:   opts.Validate(),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*Conn]struct{}{},
 	}
@@ -59,8 +62,13 @@ func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) 
 
 // Serve accepts connections on l until Close, backing off on temporary
 // errors, and returns ErrServerClosed after Close or the accept error that
-// stopped it. It closes l.
+// stopped it. It closes l. It returns at once, with the error, when the
+// server's options are invalid.
 func (s *Server) Serve(l net.Listener) error {
+	if s.invalid != nil {
+		l.Close()
+		return s.invalid
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

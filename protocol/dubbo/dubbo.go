@@ -14,6 +14,7 @@ import (
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/transport"
 )
 
 // Name is the protocol name in URLs (dubbo://).
@@ -27,11 +28,12 @@ const KeyTLS = "tls"
 // EchoMethod is answered by the protocol itself: it returns its one argument.
 const EchoMethod = "$echo"
 
-// Defaults of Options.
+// Defaults of Options; DefaultOptions returns them all. The limits this
+// protocol hands to the layers below are theirs, declared there once.
 const (
 	DefaultConnections  = 1
-	DefaultMaxPayload   = 8 << 20
-	DefaultHeartbeat    = 30 * time.Second
+	DefaultMaxPayload   = exchange.DefaultMaxPayload
+	DefaultHeartbeat    = exchange.DefaultHeartbeat
 	DefaultWorkers      = exchange.DefaultWorkers
 	DefaultQueue        = exchange.DefaultQueue
 	DefaultDialTimeout  = 3 * time.Second
@@ -51,20 +53,24 @@ const (
 	DefaultMaxProviderTimeout = 60 * time.Second
 )
 
-// Options configures a Protocol. A nil *Options, and every zero field,
-// means the default.
+// Options configures a Protocol. As in every layer's options: a nil
+// *Options, and every zero field, mean the default (DefaultOptions shows
+// them); a negative field is invalid (Validate). MaxConcurrent is the one
+// setting whose zero is literal: no limit, which is its default.
 type Options struct {
 	// Connections is the number of connections per provider address
 	// (default 1); calls are spread over them in turn.
 	Connections int
 	// MaxPayload bounds every frame body in both directions (default
-	// 8 MiB). A larger request fails with status.ErrPayloadTooLarge
+	// exchange.DefaultMaxPayload, 8 MiB). A larger request fails with status.ErrPayloadTooLarge
 	// before it is sent; a larger response reaches the caller as the same
 	// error.
 	MaxPayload int
 	// Heartbeat is the idle time after which a heartbeat is sent (default
-	// 30 s); a peer silent for 3 heartbeats is taken as dead and every call
-	// pending on it fails with status.ErrConnLost.
+	// exchange.DefaultHeartbeat, 30 s); a consumer that hears nothing from
+	// its provider for 2.5 heartbeats takes it as dead and fails every call
+	// pending on it with status.ErrConnLost, and a provider closes
+	// connections idle for 3 (see exchange.Options.Heartbeat).
 	Heartbeat time.Duration
 	// Workers bounds the goroutines that run the calls of one provider
 	// port (default DefaultWorkers); they start as calls need them.
@@ -122,79 +128,118 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// DefaultOptions returns the options a nil *Options stands for, every
+// default written out (TLS and Logger nil: none; a new
+// serialize.Builtin() table).
+func DefaultOptions() Options {
+	return Options{
+		Connections:    DefaultConnections,
+		MaxPayload:     DefaultMaxPayload,
+		Heartbeat:      DefaultHeartbeat,
+		Workers:        DefaultWorkers,
+		Queue:          DefaultQueue,
+		DialTimeout:    DefaultDialTimeout,
+		Reconnect:      DefaultReconnect,
+		MaxReconnect:   DefaultMaxReconnect,
+		Serializers:    serialize.Builtin(),
+		MaxConnections: transport.DefaultMaxConns,
+		FrameTimeout:   transport.DefaultFrameTimeout,
+		Attachments: serialize.MapLimits{
+			MaxEntries: DefaultMaxAttachments,
+			MaxKey:     DefaultMaxAttachmentKey,
+			MaxValue:   DefaultMaxAttachmentValue,
+			MaxBytes:   DefaultMaxAttachmentsBytes,
+		},
+		MaxTimeout:         DefaultMaxTimeout,
+		MaxProviderTimeout: DefaultMaxProviderTimeout,
+	}
+}
+
+// Validate returns an error naming the first invalid field: every count,
+// size and duration must be zero (the default) or positive. A nil
+// *Options is valid.
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+		def  any
+	}{
+		{"Connections", int64(o.Connections), DefaultConnections},
+		{"MaxPayload", int64(o.MaxPayload), DefaultMaxPayload},
+		{"Heartbeat", int64(o.Heartbeat), DefaultHeartbeat},
+		{"Workers", int64(o.Workers), DefaultWorkers},
+		{"Queue", int64(o.Queue), DefaultQueue},
+		{"MaxConcurrent", int64(o.MaxConcurrent), nil},
+		{"DialTimeout", int64(o.DialTimeout), DefaultDialTimeout},
+		{"Reconnect", int64(o.Reconnect), DefaultReconnect},
+		{"MaxReconnect", int64(o.MaxReconnect), DefaultMaxReconnect},
+		{"MaxConnections", int64(o.MaxConnections), transport.DefaultMaxConns},
+		{"FrameTimeout", int64(o.FrameTimeout), transport.DefaultFrameTimeout},
+		{"Attachments.MaxEntries", int64(o.Attachments.MaxEntries), DefaultMaxAttachments},
+		{"Attachments.MaxKey", int64(o.Attachments.MaxKey), DefaultMaxAttachmentKey},
+		{"Attachments.MaxValue", int64(o.Attachments.MaxValue), DefaultMaxAttachmentValue},
+		{"Attachments.MaxBytes", int64(o.Attachments.MaxBytes), DefaultMaxAttachmentsBytes},
+		{"MaxTimeout", int64(o.MaxTimeout), DefaultMaxTimeout},
+		{"MaxProviderTimeout", int64(o.MaxProviderTimeout), DefaultMaxProviderTimeout},
+	} {
+		if f.v >= 0 {
+			continue
+		}
+		switch d := f.def.(type) {
+		case nil:
+			return fmt.Errorf("dubbo: %s %d is negative (want 0 for no limit, or more)", f.name, f.v)
+		case time.Duration:
+			return fmt.Errorf("dubbo: %s %v is negative (want 0 for the default %v, or more)", f.name, time.Duration(f.v), d)
+		default:
+			return fmt.Errorf("dubbo: %s %d is negative (want 0 for the default %d, or more)", f.name, f.v, d)
+		}
+	}
+	return nil
+}
+
+// withDefaults validates o and returns a copy with every zero field set
+// to its default.
 func (o *Options) withDefaults() (Options, error) {
+	if err := o.Validate(); err != nil {
+		return Options{}, err
+	}
 	var c Options
 	if o != nil {
 		c = *o
 	}
-	switch {
-	case c.Connections < 0:
-		return c, fmt.Errorf("dubbo: Connections %d is negative", c.Connections)
-	case c.MaxPayload < 0:
-		return c, fmt.Errorf("dubbo: MaxPayload %d is negative", c.MaxPayload)
-	case c.Heartbeat < 0:
-		return c, fmt.Errorf("dubbo: Heartbeat %v is negative", c.Heartbeat)
-	case c.MaxConcurrent < 0:
-		return c, fmt.Errorf("dubbo: MaxConcurrent %d is negative", c.MaxConcurrent)
-	case c.Workers < 0:
-		return c, fmt.Errorf("dubbo: Workers %d is negative", c.Workers)
-	case c.Queue < 0:
-		return c, fmt.Errorf("dubbo: Queue %d is negative", c.Queue)
-	case c.DialTimeout < 0:
-		return c, fmt.Errorf("dubbo: DialTimeout %v is negative", c.DialTimeout)
-	case c.Reconnect < 0 || c.MaxReconnect < 0:
-		return c, errors.New("dubbo: Reconnect and MaxReconnect must not be negative")
-	case c.MaxConnections < 0 || c.FrameTimeout < 0:
-		return c, errors.New("dubbo: MaxConnections and FrameTimeout must not be negative")
-	case c.MaxTimeout < 0:
-		return c, fmt.Errorf("dubbo: MaxTimeout %v is negative", c.MaxTimeout)
-	case c.MaxProviderTimeout < 0:
-		return c, fmt.Errorf("dubbo: MaxProviderTimeout %v is negative", c.MaxProviderTimeout)
-	case c.Attachments.MaxEntries < 0 || c.Attachments.MaxKey < 0 || c.Attachments.MaxValue < 0 || c.Attachments.MaxBytes < 0:
-		return c, fmt.Errorf("dubbo: Attachments %+v has a negative bound", c.Attachments)
+	d := DefaultOptions()
+	setInt := func(p *int, def int) {
+		if *p == 0 {
+			*p = def
+		}
 	}
-	if c.MaxTimeout == 0 {
-		c.MaxTimeout = DefaultMaxTimeout
+	setDur := func(p *time.Duration, def time.Duration) {
+		if *p == 0 {
+			*p = def
+		}
 	}
-	if c.MaxProviderTimeout == 0 {
-		c.MaxProviderTimeout = DefaultMaxProviderTimeout
-	}
-	a := &c.Attachments
-	if a.MaxEntries == 0 {
-		a.MaxEntries = DefaultMaxAttachments
-	}
-	if a.MaxKey == 0 {
-		a.MaxKey = DefaultMaxAttachmentKey
-	}
-	if a.MaxValue == 0 {
-		a.MaxValue = DefaultMaxAttachmentValue
-	}
-	if a.MaxBytes == 0 {
-		a.MaxBytes = DefaultMaxAttachmentsBytes
-	}
-	if c.Connections == 0 {
-		c.Connections = DefaultConnections
-	}
-	if c.MaxPayload == 0 {
-		c.MaxPayload = DefaultMaxPayload
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = DefaultHeartbeat
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.Reconnect == 0 {
-		c.Reconnect = DefaultReconnect
-	}
-	if c.MaxReconnect == 0 {
-		c.MaxReconnect = DefaultMaxReconnect
-	}
-	if c.MaxReconnect < c.Reconnect {
-		c.MaxReconnect = c.Reconnect
-	}
+	setInt(&c.Connections, d.Connections)
+	setInt(&c.MaxPayload, d.MaxPayload)
+	setDur(&c.Heartbeat, d.Heartbeat)
+	setInt(&c.Workers, d.Workers)
+	setInt(&c.Queue, d.Queue)
+	setDur(&c.DialTimeout, d.DialTimeout)
+	setDur(&c.Reconnect, d.Reconnect)
+	setDur(&c.MaxReconnect, d.MaxReconnect)
+	c.MaxReconnect = max(c.MaxReconnect, c.Reconnect)
+	setInt(&c.MaxConnections, d.MaxConnections)
+	setDur(&c.FrameTimeout, d.FrameTimeout)
+	setInt(&c.Attachments.MaxEntries, d.Attachments.MaxEntries)
+	setInt(&c.Attachments.MaxKey, d.Attachments.MaxKey)
+	setInt(&c.Attachments.MaxValue, d.Attachments.MaxValue)
+	setInt(&c.Attachments.MaxBytes, d.Attachments.MaxBytes)
+	setDur(&c.MaxTimeout, d.MaxTimeout)
+	setDur(&c.MaxProviderTimeout, d.MaxProviderTimeout)
 	if c.Serializers == nil {
-		c.Serializers = serialize.Builtin()
+		c.Serializers = d.Serializers
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -1,0 +1,69 @@
+package dubbo_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+func TestOptionsValidateFields(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    *dubbo.Options
+		want string // "" for valid
+	}{
+		{"nil", nil, ""},
+		{"zero", &dubbo.Options{}, ""},
+		{"defaults", func() *dubbo.Options { o := dubbo.DefaultOptions(); return &o }(), ""},
+		{"Connections", &dubbo.Options{Connections: -1}, "dubbo: Connections -1 is negative (want 0 for the default 1, or more)"},
+		{"MaxPayload", &dubbo.Options{MaxPayload: -1}, "dubbo: MaxPayload -1 is negative (want 0 for the default 8388608, or more)"},
+		{"Heartbeat", &dubbo.Options{Heartbeat: -time.Second}, "dubbo: Heartbeat -1s is negative (want 0 for the default 30s, or more)"},
+		{"Workers", &dubbo.Options{Workers: -1}, "Workers -1"},
+		{"Queue", &dubbo.Options{Queue: -1}, "Queue -1"},
+		{"MaxConcurrent", &dubbo.Options{MaxConcurrent: -1}, "dubbo: MaxConcurrent -1 is negative (want 0 for no limit, or more)"},
+		{"DialTimeout", &dubbo.Options{DialTimeout: -time.Second}, "DialTimeout -1s"},
+		{"Reconnect", &dubbo.Options{Reconnect: -time.Second}, "dubbo: Reconnect -1s"},
+		{"MaxReconnect", &dubbo.Options{MaxReconnect: -time.Second}, "dubbo: MaxReconnect -1s"},
+		{"MaxConnections", &dubbo.Options{MaxConnections: -1}, "MaxConnections -1"},
+		{"FrameTimeout", &dubbo.Options{FrameTimeout: -time.Second}, "FrameTimeout -1s"},
+		{"Attachments.MaxEntries", &dubbo.Options{Attachments: serialize.MapLimits{MaxEntries: -1}}, "Attachments.MaxEntries -1"},
+		{"Attachments.MaxKey", &dubbo.Options{Attachments: serialize.MapLimits{MaxKey: -1}}, "Attachments.MaxKey -1"},
+		{"Attachments.MaxValue", &dubbo.Options{Attachments: serialize.MapLimits{MaxValue: -1}}, "Attachments.MaxValue -1"},
+		{"Attachments.MaxBytes", &dubbo.Options{Attachments: serialize.MapLimits{MaxBytes: -1}}, "Attachments.MaxBytes -1"},
+		{"MaxTimeout", &dubbo.Options{MaxTimeout: -time.Second}, "dubbo: MaxTimeout -1s"},
+		{"MaxProviderTimeout", &dubbo.Options{MaxProviderTimeout: -time.Second}, "MaxProviderTimeout -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			_, newErr := dubbo.New(tc.o)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, newErr)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, err, newErr, "New refuses what Validate refuses")
+		})
+	}
+}
+
+// The defaults the protocol hands down are the lower layers', declared once.
+func TestDefaultOptionsReferLowerLayers(t *testing.T) {
+	d, ed, td := dubbo.DefaultOptions(), exchange.DefaultOptions(), transport.DefaultOptions()
+	require.Equal(t, ed.MaxPayload, d.MaxPayload)
+	require.Equal(t, td.MaxPayload, d.MaxPayload)
+	require.Equal(t, ed.Heartbeat, d.Heartbeat)
+	require.Equal(t, ed.Workers, d.Workers)
+	require.Equal(t, ed.Queue, d.Queue)
+	require.Equal(t, ed.MaxConcurrent, d.MaxConcurrent)
+	require.Equal(t, td.MaxConns, d.MaxConnections)
+	require.Equal(t, td.FrameTimeout, d.FrameTimeout)
+	require.NotNil(t, d.Serializers)
+	require.Equal(t, serialize.Builtin().Names(), d.Serializers.Names())
+}

@@ -1,0 +1,142 @@
+package transport
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of Options; DefaultOptions returns them all. Layers above
+// (exchange, protocol/dubbo, config) refer to these instead of repeating
+// them.
+const (
+	// DefaultMaxPayload bounds the body length a peer may declare.
+	DefaultMaxPayload = 8 << 20
+	// DefaultHandshakeTimeout bounds a server-side TLS handshake.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultBufferSize sizes each connection's read and write buffers.
+	DefaultBufferSize = 32 << 10
+	// DefaultMaxQueue bounds the bytes queued and not yet written.
+	DefaultMaxQueue = 64 << 20
+	// DefaultFrameTimeout bounds the time from a frame's first byte to its
+	// last (slow-loris).
+	DefaultFrameTimeout = 5 * time.Second
+	// DefaultMaxConns bounds the connections a Server keeps open.
+	DefaultMaxConns = 10000
+)
+
+// Options configure connections and servers. As in every layer's options:
+// a nil *Options, and every zero field, mean the default (DefaultOptions
+// shows them); a negative field is invalid (Validate).
+type Options struct {
+	// MaxPayload bounds the body length a peer may declare (default
+	// DefaultMaxPayload, 8 MiB); a larger one closes the connection before
+	// anything is allocated.
+	MaxPayload int
+	// TLS, when set, makes Dial and Server speak TLS.
+	TLS *tls.Config
+	// HandshakeTimeout bounds a server-side TLS handshake (default
+	// DefaultHandshakeTimeout, 10 s).
+	HandshakeTimeout time.Duration
+	// MaxQueue bounds the bytes of frames queued and not yet written
+	// (default DefaultMaxQueue, 64 MiB); a Send beyond it closes the
+	// connection with ErrSlowPeer.
+	MaxQueue int
+	// ReadBufferSize and WriteBufferSize size the per-connection buffers
+	// (default DefaultBufferSize, 32 KiB each). They are taken from a pool
+	// only while data flows: an idle connection holds neither.
+	ReadBufferSize, WriteBufferSize int
+	// FrameTimeout bounds the time between the first byte of a frame and
+	// its last (default DefaultFrameTimeout, 5 s); a peer slower than that
+	// is cut off with ErrSlowFrame. An idle connection (between frames) has
+	// no deadline.
+	FrameTimeout time.Duration
+	// MaxConns bounds the connections a Server keeps open, TLS handshakes
+	// included (default DefaultMaxConns, 10,000); connections over it are
+	// closed at once and counted (Server.Refused).
+	MaxConns int
+	// Logger receives connection events (default none).
+	Logger *zap.Logger
+}
+
+// DefaultOptions returns the options a nil *Options stands for, every
+// default written out (Logger nil: none).
+func DefaultOptions() Options {
+	return Options{
+		MaxPayload:       DefaultMaxPayload,
+		HandshakeTimeout: DefaultHandshakeTimeout,
+		MaxQueue:         DefaultMaxQueue,
+		ReadBufferSize:   DefaultBufferSize,
+		WriteBufferSize:  DefaultBufferSize,
+		FrameTimeout:     DefaultFrameTimeout,
+		MaxConns:         DefaultMaxConns,
+	}
+}
+
+// Validate returns an error naming the first invalid field: every count,
+// size and duration must be zero (the default) or positive. A nil
+// *Options is valid.
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+		def  any
+	}{
+		{"MaxPayload", int64(o.MaxPayload), DefaultMaxPayload},
+		{"HandshakeTimeout", int64(o.HandshakeTimeout), DefaultHandshakeTimeout},
+		{"MaxQueue", int64(o.MaxQueue), DefaultMaxQueue},
+		{"ReadBufferSize", int64(o.ReadBufferSize), DefaultBufferSize},
+		{"WriteBufferSize", int64(o.WriteBufferSize), DefaultBufferSize},
+		{"FrameTimeout", int64(o.FrameTimeout), DefaultFrameTimeout},
+		{"MaxConns", int64(o.MaxConns), DefaultMaxConns},
+	} {
+		if f.v < 0 {
+			if d, ok := f.def.(time.Duration); ok {
+				return fmt.Errorf("transport: %s %v is negative (want 0 for the default %v, or more)", f.name, time.Duration(f.v), d)
+			}
+			return fmt.Errorf("transport: %s %d is negative (want 0 for the default %d, or more)", f.name, f.v, f.def)
+		}
+	}
+	return nil
+}
+
+// withDefaults returns a copy of o with every zero field set to its
+// default. Negative fields (which Validate refuses) are set to the default
+// too, so that nothing runs with them.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	d := DefaultOptions()
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = d.MaxPayload
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = d.MaxQueue
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.ReadBufferSize <= 0 {
+		c.ReadBufferSize = d.ReadBufferSize
+	}
+	if c.WriteBufferSize <= 0 {
+		c.WriteBufferSize = d.WriteBufferSize
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = d.FrameTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}

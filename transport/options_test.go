@@ -1,0 +1,77 @@
+package transport_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    *transport.Options
+		want string // "" for valid
+	}{
+		{"nil", nil, ""},
+		{"zero", &transport.Options{}, ""},
+		{"defaults", func() *transport.Options { o := transport.DefaultOptions(); return &o }(), ""},
+		{"MaxPayload", &transport.Options{MaxPayload: -1}, "transport: MaxPayload -1 is negative (want 0 for the default 8388608, or more)"},
+		{"HandshakeTimeout", &transport.Options{HandshakeTimeout: -time.Second}, "transport: HandshakeTimeout -1s is negative (want 0 for the default 10s, or more)"},
+		{"MaxQueue", &transport.Options{MaxQueue: -1}, "MaxQueue -1"},
+		{"ReadBufferSize", &transport.Options{ReadBufferSize: -1}, "ReadBufferSize -1"},
+		{"WriteBufferSize", &transport.Options{WriteBufferSize: -1}, "WriteBufferSize -1"},
+		{"FrameTimeout", &transport.Options{FrameTimeout: -time.Millisecond}, "FrameTimeout -1ms"},
+		{"MaxConns", &transport.Options{MaxConns: -5}, "MaxConns -5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestDefaultOptions(t *testing.T) {
+	require.Equal(t, transport.Options{
+		MaxPayload:       transport.DefaultMaxPayload,
+		HandshakeTimeout: transport.DefaultHandshakeTimeout,
+		MaxQueue:         transport.DefaultMaxQueue,
+		ReadBufferSize:   transport.DefaultBufferSize,
+		WriteBufferSize:  transport.DefaultBufferSize,
+		FrameTimeout:     transport.DefaultFrameTimeout,
+		MaxConns:         transport.DefaultMaxConns,
+	}, transport.DefaultOptions())
+}
+
+// Invalid options are refused where each entry point can say so: Dial
+// returns the error, Serve returns it, NewConn closes the connection with it.
+func TestInvalidOptionsRefused(t *testing.T) {
+	bad := &transport.Options{MaxPayload: -1}
+	ctx := testCtx(t)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = transport.Dial(ctx, l.Addr().String(), newRecorder(false), bad)
+	require.ErrorContains(t, err, "MaxPayload")
+
+	srv := transport.NewServer(newRecorder(false), bad)
+	sl, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	require.ErrorContains(t, srv.Serve(sl), "MaxPayload")
+	require.NoError(t, srv.Close())
+
+	x, y := net.Pipe()
+	defer y.Close()
+	r := newRecorder(false)
+	c := transport.NewConn(x, r, bad)
+	require.ErrorContains(t, recvErr(t, ctx, r.closed), "MaxPayload")
+	require.NoError(t, c.Close())
+}
