@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,10 +19,17 @@ import (
 	"github.com/minidubbo/minidubbo/status"
 )
 
+// poolKey tells pools apart: by provider address and, for invokers with
+// their own TLS configuration (ReferTLS), by that configuration.
+type poolKey struct {
+	addr string
+	tls  *tls.Config
+}
+
 // pool holds the connections to one provider address, shared by every
-// invoker referring it.
+// invoker referring it with the same TLS configuration.
 type pool struct {
-	addr  string
+	key   poolKey
 	refs  int // under Protocol.mu
 	conns []*lazyConn
 	next  atomic.Uint32
@@ -56,6 +64,7 @@ func (pl *pool) close() {
 type lazyConn struct {
 	p    *Protocol
 	addr string
+	tls  *tls.Config // nil: plain TCP
 	cur  atomic.Pointer[exchange.Client]
 
 	// unusable mirrors down != nil || closed, for available(), which must
@@ -71,8 +80,8 @@ type lazyConn struct {
 	wg      sync.WaitGroup
 }
 
-func newLazyConn(p *Protocol, addr string) *lazyConn {
-	return &lazyConn{p: p, addr: addr, stop: make(chan struct{})}
+func newLazyConn(p *Protocol, addr string, cfg *tls.Config) *lazyConn {
+	return &lazyConn{p: p, addr: addr, tls: cfg, stop: make(chan struct{})}
 }
 
 func alive(c *exchange.Client) bool {
@@ -108,7 +117,7 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	case c.dialled:
 		// The connection died and the watcher has not marked it yet.
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", status.ErrClosed, c.addr)
+		return nil, c.lost()
 	default:
 		// The first dial belongs to the connection, not to this caller:
 		// a caller that gives up (its context ends) neither cancels it
@@ -134,7 +143,17 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	case c.down != nil:
 		return nil, c.down
 	}
-	return nil, fmt.Errorf("%w: connection to %s lost, reconnecting", status.ErrClosed, c.addr)
+	return nil, c.lost()
+}
+
+// lost is the error of a call that finds the connection dead before the
+// watcher marked it down: with the reason it died when it is known (a
+// provider refusing this consumer's certificate, say).
+func (c *lazyConn) lost() error {
+	if cl := c.cur.Load(); cl != nil && cl.Err() != nil {
+		return fmt.Errorf("%w: connection to %s lost (%w), reconnecting", status.ErrClosed, c.addr, cl.Err())
+	}
+	return fmt.Errorf("%w: connection to %s lost, reconnecting", status.ErrClosed, c.addr)
 }
 
 // firstDial makes the first connection, bounded by DialTimeout and by
@@ -172,7 +191,7 @@ func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
 	return exchange.Dial(ctx, c.addr, &exchange.Options{
 		MaxPayload:   c.p.opts.MaxPayload,
 		Heartbeat:    c.p.opts.Heartbeat,
-		TLS:          c.p.opts.ClientTLS,
+		TLS:          c.tls,
 		FrameTimeout: c.p.opts.FrameTimeout,
 		Logger:       c.p.opts.Logger.Named("dubbo.client"),
 	})
@@ -305,7 +324,7 @@ var (
 	_ protocol.Available = (*invoker)(nil)
 )
 
-func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
+func (p *Protocol) refer(u *protocol.URL, cfg *tls.Config) (*invoker, error) {
 	if u == nil {
 		return nil, fmt.Errorf("dubbo: refer: nil URL")
 	}
@@ -316,9 +335,20 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), err)
 	}
-	if u.Param(KeyTLS, "") == "true" && p.opts.ClientTLS == nil {
-		return nil, fmt.Errorf("dubbo: refer %s at %s: the provider requires TLS (tls=true on its URL) and this consumer has no TLS configuration (dubbo.Options.ClientTLS)",
-			u.ServiceKey(), u.Address())
+	key := poolKey{addr: u.Address()}
+	if cfg != nil {
+		key.tls = cfg // shared by the invokers given this same configuration
+		cfg = minTLS12(cfg)
+	} else {
+		cfg = p.opts.ClientTLS
+	}
+	switch {
+	case u.Param(KeyTLS, "") == "true" && cfg == nil:
+		return nil, fmt.Errorf("dubbo: refer %s at %s: %w and this consumer has no TLS configuration (Options.ClientTLS, or ReferTLS)",
+			u.ServiceKey(), u.Address(), ErrTLSRequired)
+	case u.Param(KeyMTLS, "") == "true" && len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil:
+		return nil, fmt.Errorf("dubbo: refer %s at %s: %w and this consumer's TLS configuration has none",
+			u.ServiceKey(), u.Address(), ErrClientCertRequired)
 	}
 	inv := &invoker{p: p, url: u, ser: ser}
 	inv.timeout.d, inv.timeout.src = u.TimeoutOf("")
@@ -351,19 +381,18 @@ func (p *Protocol) refer(u *protocol.URL) (*invoker, error) {
 		t.d = p.capTimeout(t.d)
 		inv.timeouts[m] = t
 	}
-	addr := u.Address()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, fmt.Errorf("dubbo: refer %s: %w", u.ServiceKey(), status.ErrClosed)
 	}
-	pl := p.pools[addr]
+	pl := p.pools[key]
 	if pl == nil {
-		pl = &pool{addr: addr, conns: make([]*lazyConn, p.opts.Connections)}
+		pl = &pool{key: key, conns: make([]*lazyConn, p.opts.Connections)}
 		for i := range pl.conns {
-			pl.conns[i] = newLazyConn(p, addr)
+			pl.conns[i] = newLazyConn(p, key.addr, cfg)
 		}
-		p.pools[addr] = pl
+		p.pools[key] = pl
 	}
 	pl.refs++
 	inv.pool = pl

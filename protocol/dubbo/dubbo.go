@@ -25,6 +25,20 @@ const Name = "dubbo"
 // connection the provider drops.
 const KeyTLS = "tls"
 
+// KeyMTLS is set to "true" on the URL of a service exported on a port that
+// requires and verifies client certificates (mutual TLS), so that a
+// consumer without one gets a clear error instead of a refused handshake.
+const KeyMTLS = "mtls"
+
+// ErrTLSRequired is wrapped by the error of referring a provider whose URL
+// says tls=true without a client TLS configuration.
+var ErrTLSRequired = errors.New("the provider requires TLS (tls=true on its URL)")
+
+// ErrClientCertRequired is wrapped by the error of referring a provider
+// whose URL says mtls=true with a client TLS configuration that has no
+// certificate.
+var ErrClientCertRequired = errors.New("the provider requires a client certificate (mtls=true on its URL)")
+
 // EchoMethod is answered by the protocol itself: it returns its one argument.
 const EchoMethod = "$echo"
 
@@ -90,9 +104,18 @@ type Options struct {
 	// Reconnect is the first wait before re-dialling a lost connection
 	// (default 100 ms); it doubles up to MaxReconnect (default 5 s).
 	Reconnect, MaxReconnect time.Duration
-	// ServerTLS, when set, makes exported ports speak TLS.
+	// ServerTLS, when set, makes exported ports speak TLS (ExportTLS sets
+	// it per port). With ClientAuth set to tls.RequireAndVerifyClientCert
+	// and ClientCAs, only consumers with a certificate those CAs signed
+	// may connect (mutual TLS). A MinVersion below TLS 1.2 is raised to
+	// TLS 1.2.
 	ServerTLS *tls.Config
-	// ClientTLS, when set, makes referred connections speak TLS.
+	// ClientTLS, when set, makes referred connections speak TLS (ReferTLS
+	// sets it per invoker): RootCAs are the CAs trusted to sign
+	// providers' certificates (nil: the system's), Certificates the
+	// client's own for mutual TLS, ServerName the name to verify (default:
+	// the provider's host). A MinVersion below TLS 1.2 is raised to TLS
+	// 1.2.
 	ClientTLS *tls.Config
 	// Serializers holds the serializations known by name and id (default
 	// serialize.Builtin()). A URL's serialization must be in it.
@@ -244,7 +267,20 @@ func (o *Options) withDefaults() (Options, error) {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	c.ServerTLS = minTLS12(c.ServerTLS)
+	c.ClientTLS = minTLS12(c.ClientTLS)
 	return c, nil
+}
+
+// minTLS12 returns cfg, or a copy of it with MinVersion raised to TLS 1.2
+// when it allows older versions.
+func minTLS12(cfg *tls.Config) *tls.Config {
+	if cfg == nil || cfg.MinVersion >= tls.VersionTLS12 {
+		return cfg
+	}
+	cfg = cfg.Clone()
+	cfg.MinVersion = tls.VersionTLS12
+	return cfg
 }
 
 // Protocol is the dubbo protocol. It is safe for concurrent use.
@@ -268,7 +304,7 @@ type Protocol struct {
 
 	mu      sync.Mutex
 	servers map[string]*server // by requested host:port
-	pools   map[string]*pool   // by provider address
+	pools   map[poolKey]*pool  // by provider address and TLS configuration
 	closed  bool
 
 	abandoned atomic.Uint64
@@ -289,7 +325,7 @@ func New(opts *Options) (*Protocol, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Protocol{opts: o, servers: map[string]*server{}, pools: map[string]*pool{}}, nil
+	return &Protocol{opts: o, servers: map[string]*server{}, pools: map[poolKey]*pool{}}, nil
 }
 
 // Export serves inv on the host and port of inv.URL() (port 0 picks a free
@@ -298,11 +334,20 @@ func New(opts *Options) (*Protocol, error) {
 // its arguments are decoded into the types it declares, else into plain
 // values. The returned protocol.Exporter is an *Exporter.
 func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
-	e, err := p.export(inv)
+	e, err := p.export(inv, nil)
 	if err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// ExportTLS is Export on a port that speaks TLS with cfg (nil:
+// Options.ServerTLS). The services of one port share its TLS
+// configuration: exporting on a port already served with another is an
+// error. The exported URL says tls=true, and mtls=true when cfg requires
+// client certificates, so that consumers learn it from the registry.
+func (p *Protocol) ExportTLS(inv protocol.Invoker, cfg *tls.Config) (*Exporter, error) {
+	return p.export(inv, cfg)
 }
 
 // Refer returns an invoker for the provider at u. It does not touch the
@@ -317,7 +362,21 @@ func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {
 // consumer's and the provider's values the URL holds is the caller's
 // choice; config lays the consumer's over the provider's.)
 func (p *Protocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
-	inv, err := p.refer(u)
+	inv, err := p.refer(u, nil)
+	if err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// ReferTLS is Refer over connections that speak TLS with cfg (nil:
+// Options.ClientTLS). Invokers of one address share connections only when
+// they share a configuration. Referring a provider whose URL says tls=true
+// without any TLS configuration is an error wrapping ErrTLSRequired; one
+// whose URL says mtls=true with a configuration without a client
+// certificate, ErrClientCertRequired.
+func (p *Protocol) ReferTLS(u *protocol.URL, cfg *tls.Config) (protocol.Invoker, error) {
+	inv, err := p.refer(u, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -328,9 +387,9 @@ func (p *Protocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
 func (p *Protocol) release(pl *pool) {
 	p.mu.Lock()
 	pl.refs--
-	last := pl.refs == 0 && p.pools[pl.addr] == pl
+	last := pl.refs == 0 && p.pools[pl.key] == pl
 	if last {
-		delete(p.pools, pl.addr)
+		delete(p.pools, pl.key)
 	}
 	p.mu.Unlock()
 	if last {

@@ -3,6 +3,7 @@ package dubbo
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -39,8 +40,9 @@ type exported struct {
 // server serves the services exported on one port.
 type server struct {
 	p    *Protocol
-	keys []string // the requested host:port, and the real one
-	port int      // the real port
+	tls  *tls.Config // as given to ExportTLS (nil: Options.ServerTLS)
+	keys []string    // the requested host:port, and the real one
+	port int         // the real port
 	es   *exchange.Server
 	done chan struct{} // closed when Serve returns
 
@@ -64,13 +66,13 @@ func argTyperOf(inv protocol.Invoker) protocol.ArgTyper {
 	return nil
 }
 
-func (p *Protocol) listen(host string, port int) (*server, error) {
+func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*server, error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	l, err := transport.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: export: %w", err)
 	}
-	s := &server{p: p, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	s := &server{p: p, tls: given, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
 	s.keys = []string{addr}
 	if real := net.JoinHostPort(host, strconv.Itoa(s.port)); real != addr {
 		s.keys = append(s.keys, real)
@@ -82,7 +84,7 @@ func (p *Protocol) listen(host string, port int) (*server, error) {
 		MaxConcurrent: p.opts.MaxConcurrent,
 		Workers:       p.opts.Workers,
 		Queue:         p.opts.Queue,
-		TLS:           p.opts.ServerTLS,
+		TLS:           cfg,
 		MaxConns:      p.opts.MaxConnections,
 		FrameTimeout:  p.opts.FrameTimeout,
 		Logger:        p.opts.Logger.Named("dubbo.server"),
@@ -257,7 +259,7 @@ func (s *server) invoke(ctx context.Context, invoker protocol.Invoker, inv *prot
 }
 
 // Export implements protocol.Protocol; see the Protocol doc.
-func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
+func (p *Protocol) export(inv protocol.Invoker, given *tls.Config) (*Exporter, error) {
 	if inv == nil || inv.URL() == nil {
 		return nil, fmt.Errorf("dubbo: export: invoker without a URL")
 	}
@@ -272,13 +274,19 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 	if p.closed {
 		return nil, fmt.Errorf("dubbo: export %s: %w", key, status.ErrClosed)
 	}
+	cfg := p.opts.ServerTLS
+	if given != nil {
+		cfg = minTLS12(given)
+	}
 	s := p.servers[reqAddr]
 	fresh := s == nil
 	if fresh {
 		var err error
-		if s, err = p.listen(u.Host, u.Port); err != nil {
+		if s, err = p.listen(u.Host, u.Port, given, cfg); err != nil {
 			return nil, err
 		}
+	} else if s.tls != given {
+		return nil, fmt.Errorf("dubbo: export %s: port %d already serves another TLS configuration (the services of a port share one)", key, s.port)
 	}
 	ser, _ := p.opts.Serializers.Get(u.Serialization())
 	e := &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv), serID: ser.ID()}
@@ -297,9 +305,15 @@ func (p *Protocol) export(inv protocol.Invoker) (*Exporter, error) {
 		}
 	}
 	params := u.Params()
-	if p.opts.ServerTLS != nil {
-		// Consumers learn from the registry that this port speaks TLS.
+	delete(params, KeyTLS)
+	delete(params, KeyMTLS)
+	if cfg != nil {
+		// Consumers learn from the registry that this port speaks TLS, and
+		// whether it wants their certificate.
 		params[KeyTLS] = "true"
+		if cfg.ClientAuth == tls.RequireAndVerifyClientCert || cfg.ClientAuth == tls.RequireAnyClientCert {
+			params[KeyMTLS] = "true"
+		}
 	}
 	real := protocol.NewURL(u.Protocol, u.Host, s.port, u.Path, params)
 	return &Exporter{url: real, inv: urlInvoker{Invoker: inv, u: real}, p: p, s: s, key: key}, nil
