@@ -29,6 +29,10 @@ type Request struct {
 	Body []byte
 	// RemoteAddr is the consumer's address.
 	RemoteAddr net.Addr
+	// Received is when the server read the request, before it waited
+	// for a worker: a handler that bounds a request's time counts from
+	// it, so that time spent in the queue counts.
+	Received time.Time
 }
 
 // Handler answers requests; protocol/dubbo implements it. The server calls
@@ -108,6 +112,7 @@ type job struct {
 	conn *transport.Conn
 	hdr  Header
 	f    *transport.Buffer
+	recv time.Time // when it was read
 }
 
 // NewServer returns a Server that answers requests with h; opts may be
@@ -383,7 +388,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		s.conns[conn] = cs
 	}
 	s.mu.Unlock()
-	j := job{ctx: cs.ctx, conn: conn, hdr: hdr, f: f}
+	j := job{ctx: cs.ctx, conn: conn, hdr: hdr, f: f, recv: time.Now()}
 	select {
 	case s.jobs <- j:
 	default:
@@ -496,7 +501,7 @@ func (h serverHandler) Closed(conn *transport.Conn, _ error) {
 // run handles one request and answers it.
 func (s *Server) run(j job) {
 	defer s.done()
-	resp, err := s.handle(j.ctx, j.hdr, j.f, j.conn)
+	resp, err := s.handle(j)
 	j.f.Release()
 	if !j.hdr.TwoWay {
 		if resp != nil {
@@ -507,7 +512,7 @@ func (s *Server) run(j job) {
 	s.reply(j.conn, j.hdr, resp, err)
 }
 
-func (s *Server) handle(ctx context.Context, hdr Header, f *transport.Buffer, conn *transport.Conn) (resp *transport.Buffer, err error) {
+func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			// The panic value stays here: the caller gets an id to look up.
@@ -518,8 +523,8 @@ func (s *Server) handle(ctx context.Context, hdr Header, f *transport.Buffer, co
 			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", ErrServerError, id)
 		}
 	}()
-	req := &Request{Header: hdr, Body: Body(f), RemoteAddr: conn.RemoteAddr()}
-	return s.h.Handle(ctx, req)
+	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv}
+	return s.h.Handle(j.ctx, req)
 }
 
 // reply sends the response to req: resp with an OK status, or err's status

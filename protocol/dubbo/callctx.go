@@ -24,7 +24,12 @@ type callCtx struct {
 }
 
 func newCallCtx(parent context.Context, d time.Duration) (*callCtx, context.CancelFunc) {
-	c := &callCtx{parent: parent, deadline: time.Now().Add(d)}
+	return newCallCtxUntil(parent, time.Now().Add(d))
+}
+
+// newCallCtxUntil is newCallCtx with a deadline instead of a duration.
+func newCallCtxUntil(parent context.Context, deadline time.Time) (*callCtx, context.CancelFunc) {
+	c := &callCtx{parent: parent, deadline: deadline}
 	if pd, ok := parent.Deadline(); ok && pd.Before(c.deadline) {
 		c.deadline = pd
 	}

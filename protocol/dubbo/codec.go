@@ -1,7 +1,6 @@
 package dubbo
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -252,12 +251,17 @@ func isStatusError(err error) bool {
 		errors.Is(err, status.ErrServerBusy)
 }
 
-// ctxWithTimeout derives the provider-side context of a call: the
-// request's timeout, capped by max; a request without one gets max.
-func ctxWithTimeout(ctx context.Context, r *request, max time.Duration) (context.Context, context.CancelFunc) {
+// callDeadline is when the provider stops working on a call: the
+// request's timeout, capped by max (a request without one gets max),
+// counted from when the request was read (received), so that the time it
+// waited in the provider's queue counts, as it does for the consumer.
+func callDeadline(received time.Time, r *request, max time.Duration) time.Time {
 	d := max
 	if r.timeoutMillis > 0 && r.timeoutMillis < max.Milliseconds() {
 		d = time.Duration(r.timeoutMillis) * time.Millisecond
 	}
-	return newCallCtx(ctx, d)
+	if received.IsZero() {
+		received = time.Now()
+	}
+	return received.Add(d)
 }

@@ -462,13 +462,17 @@ type Stats struct {
 	BadSerializations uint64
 	// Panics counts provider methods that panicked.
 	Panics uint64
+	// Expired counts requests not run because their time (the request's
+	// timeout, counted from when the provider read it) ran out while they
+	// waited for a worker; each was answered status.ServerTimeout.
+	Expired uint64
 	// RefusedConnections counts connections to the exported ports closed
 	// at once because Options.MaxConnections were open (ports still open).
 	RefusedConnections uint64
 }
 
 type stats struct {
-	badAttachments, badBodies, badTokens, badSerializations, panics atomic.Uint64
+	badAttachments, badBodies, badTokens, badSerializations, panics, expired atomic.Uint64
 }
 
 // Stats returns the counts of refused input.
@@ -479,6 +483,7 @@ func (p *Protocol) Stats() Stats {
 		BadTokens:          p.stats.badTokens.Load(),
 		BadSerializations:  p.stats.badSerializations.Load(),
 		Panics:             p.stats.panics.Load(),
+		Expired:            p.stats.expired.Load(),
 		RefusedConnections: p.refusedConns(),
 	}
 }

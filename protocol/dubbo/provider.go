@@ -190,6 +190,16 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		}
 		return nil, fmt.Errorf("%w: dubbo: invalid token: %s token for %s.%s", status.ErrBadRequest, what, key, r.method)
 	}
+	// A request whose time ran out while it waited for a worker is not
+	// run: its consumer has given up (and may have retried it elsewhere).
+	// It is answered a timeout, like Dubbo's timeout countdown does.
+	deadline := callDeadline(req.Received, &r, s.p.opts.MaxProviderTimeout)
+	if now := time.Now(); !now.Before(deadline) {
+		st.expired.Add(1)
+		return nil, &status.Error{Code: status.ServerTimeout,
+			Message: fmt.Sprintf("dubbo: %s.%s: not run: its time ran out while it waited %v in the provider's queue",
+				key, r.method, now.Sub(req.Received).Round(time.Millisecond))}
+	}
 	var types []reflect.Type
 	typed := false
 	switch {
@@ -210,7 +220,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	if r.method == EchoMethod {
 		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
 	}
-	ctx, cancel := ctxWithTimeout(ctx, &r, s.p.opts.MaxProviderTimeout)
+	ctx, cancel := newCallCtxUntil(ctx, deadline)
 	defer cancel()
 	atts := r.atts
 	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts,
