@@ -39,11 +39,20 @@ type Options struct {
 	// Root is the top node (default "dubbo", so nodes live under /dubbo).
 	Root string
 	// Username and Password, when set, are sent as digest credentials and
-	// nodes this registry creates get a digest ACL for that identity
-	// (unless ACL is set).
+	// every node this registry creates (the root, service and category
+	// nodes as well as its ephemeral nodes) gets the ACL "full rights for
+	// this digest identity, read for anyone" (unless ACL is set): Dubbo's
+	// tools can list providers without credentials, but a client without
+	// them cannot create, change or delete anything there. Existing nodes
+	// whose ACL lets anyone change them are reported (Registry.Exposed).
 	Username, Password string
+	// PrivateRead drops the read-for-anyone entry from the default ACL
+	// with credentials: only the digest identity can then list providers
+	// (and read the tokens in their URLs); Dubbo's tools need the
+	// credentials too.
+	PrivateRead bool
 	// ACL is the ACL of created nodes (default: world-open without
-	// credentials, digest for Username with them).
+	// credentials; with them, see Username).
 	ACL []zk.ACL
 	// CacheFile is the provider cache file (default
 	// registry.DefaultCachePath(Application, address)). NoCacheFile keeps

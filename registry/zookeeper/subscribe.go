@@ -151,6 +151,7 @@ func (r *Registry) watchProviders(s *sub) {
 				retry.Reset(jitter(backoff))
 				backoff = min(2*backoff, r.opts.RetryMax)
 			default:
+				r.checkACLs(conn, r.servicePath(s.consumer.Interface()), p)
 				backoff = r.opts.RetryMin
 				watch = ch
 				urls := r.parseProviders(s, p, kids)
@@ -204,6 +205,7 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 				retry.Reset(jitter(backoff))
 				backoff = min(2*backoff, r.opts.RetryMax)
 			} else {
+				r.checkACLs(conn, p)
 				backoff = r.opts.RetryMin
 				watch = ch
 				kids = sortedStrings(kids)

@@ -60,8 +60,11 @@ type Registry struct {
 	servers []string
 	address string
 	acl     []zk.ACL
-	log     *zap.Logger
-	cache   *registry.Cache
+	// closedACL: acl denies strangers write, so existing nodes with an
+	// open ACL are reported (see ExposedNode).
+	closedACL bool
+	log       *zap.Logger
+	cache     *registry.Cache
 
 	kick   chan struct{} // wakes the registration loop
 	quit   chan struct{}
@@ -83,7 +86,10 @@ type Registry struct {
 	regs       map[string]*reg
 	deletes    map[string]*pendingDelete
 	subs       map[*sub]struct{}
+	aclSeen    map[string]bool // nodes whose ACL was looked at: open or not
+	exposed    []ExposedNode
 
+	exposedN  atomic.Uint64
 	malformed atomic.Uint64
 	truncated atomic.Uint64
 	redials   atomic.Uint64
@@ -129,6 +135,9 @@ type Stats struct {
 	Malformed uint64
 	// Truncated counts children ignored beyond Options.MaxChildren.
 	Truncated uint64
+	// Exposed counts existing nodes found with an ACL that lets anyone
+	// change them (see Registry.Exposed).
+	Exposed uint64
 	// HasSession reports whether a session is up now; SessionID is its id.
 	HasSession bool
 	SessionID  int64
@@ -161,15 +170,10 @@ func New(address string, opts Options) (*Registry, error) {
 		regs:    map[string]*reg{},
 		deletes: map[string]*pendingDelete{},
 		subs:    map[*sub]struct{}{},
+		aclSeen: map[string]bool{},
 	}
-	switch {
-	case opts.ACL != nil:
-		r.acl = opts.ACL
-	case opts.Username != "":
-		r.acl = zk.DigestACL(zk.PermAll, opts.Username, opts.Password)
-	default:
-		r.acl = zk.WorldACL(zk.PermAll)
-	}
+	r.acl = defaultACL(opts)
+	r.closedACL = !strangerMay(r.acl)
 	cachePath := opts.CacheFile
 	if opts.NoCacheFile {
 		cachePath = ""
@@ -196,6 +200,7 @@ func (r *Registry) Stats() Stats {
 	return Stats{
 		Sessions: r.sessions.Load(), Redials: r.redials.Load(),
 		Malformed: r.malformed.Load(), Truncated: r.truncated.Load(),
+		Exposed:    r.exposedN.Load(),
 		HasSession: has, SessionID: sid,
 	}
 }
@@ -429,6 +434,7 @@ func (r *Registry) reconcile(full bool) bool {
 	if !ok {
 		return false
 	}
+	r.checkACLs(conn, "/"+r.opts.Root)
 	r.mu.Lock()
 	regs := make([]*reg, 0, len(r.regs))
 	for _, g := range r.regs {
@@ -458,6 +464,7 @@ func (r *Registry) reconcile(full bool) bool {
 		if !full && g.okSession == sid {
 			continue
 		}
+		r.checkACLs(conn, ancestors(g.path)...)
 		err := r.ensureEphemeral(conn, g.path, sid)
 		if err != nil {
 			r.log.Warn("zookeeper register failed; will retry", zap.String("node", g.path), zap.Error(err))
@@ -555,7 +562,12 @@ func (r *Registry) ensurePath(conn *zk.Conn, p string) error {
 	for _, part := range parts {
 		cur += "/" + part
 		_, err := conn.Create(cur, nil, 0, r.acl)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		switch {
+		case err == nil:
+			r.markACL(cur, r.acl)
+		case errors.Is(err, zk.ErrNodeExists):
+			r.checkACLs(conn, cur)
+		default:
 			return err
 		}
 	}

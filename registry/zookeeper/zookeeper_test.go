@@ -195,9 +195,13 @@ func TestHealthy(t *testing.T) {
 			t.Fatal(err)
 		}
 		pp := prov.CategoryPath(svc, registry.CategoryProviders)
-		// Unauthenticated clients may not read the providers.
-		if _, _, err := raw.Children(pp); !errors.Is(err, zk.ErrNoAuth) {
-			t.Fatalf("unauthenticated Children = %v, want ErrNoAuth", err)
+		// Unauthenticated clients may read the providers (as Dubbo's
+		// tools do) but not write (see TestACL).
+		if kids, _, err := raw.Children(pp); err != nil || len(kids) != 1 {
+			t.Fatalf("unauthenticated Children = %v %v, want the provider", kids, err)
+		}
+		if err := raw.Delete(prov.NodePath(provider(svc, 20041)), -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("unauthenticated Delete = %v, want ErrNoAuth", err)
 		}
 		// The same identity, given in the address, reads them.
 		o2 := opts(t, t.TempDir())
@@ -443,9 +447,10 @@ func TestWipedDataRecovered(t *testing.T) {
 			pp := prov.CategoryPath(svc, registry.CategoryProviders)
 			waitChildren(ctx, t, raw, pp, 2)
 			if digest {
-				acl, _, err := raw.GetACL(pp)
-				if err != nil || len(acl) != 1 || acl[0].Scheme != "digest" {
-					t.Fatalf("re-created providers node ACL %v (%v), want digest only", acl, err)
+				for _, p := range []string{"/dubbo", path.Dir(pp), pp, prov.NodePath(provider(svc, 20201))} {
+					if acl, _, err := raw.GetACL(p); err != nil || !sameACL(acl, wantACL()) {
+						t.Fatalf("re-created %s: ACL %v (%v), want %v", p, acl, err, wantACL())
+					}
 				}
 			}
 			waitFor(ctx, t, "consumer session", func() bool { return cons.Stats().HasSession })
