@@ -15,7 +15,9 @@ import (
 	"github.com/minidubbo/minidubbo/registry"
 )
 
-// Defaults for Options.
+// Defaults of Options; DefaultOptions returns them all, with the defaults
+// derived from the session timeout (WatchdogTimeout, EmptyGrace,
+// RegisterWait) worked out for DefaultSessionTimeout.
 const (
 	DefaultSessionTimeout = 10 * time.Second
 	DefaultRoot           = "dubbo"
@@ -27,8 +29,11 @@ const (
 	DefaultPort           = 2181
 )
 
-// Options configure a Registry. The zero value of every field means its
-// default; New fills unset fields from the address parameters first.
+// Options configure a Registry. As in every layer's options: every zero
+// field means the default (DefaultOptions shows them; New first fills
+// unset fields from the address parameters); a negative field is invalid
+// (Validate). Off is said with a field of its own (NoCacheFile), never
+// with a number.
 type Options struct {
 	// Application names this process; it is part of the default cache
 	// file name.
@@ -89,6 +94,71 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// DefaultOptions returns the defaults of every field, those derived from
+// the session timeout worked out for DefaultSessionTimeout (Logger nil:
+// none; CacheFile empty: registry.DefaultCachePath).
+func DefaultOptions() Options {
+	o := Options{
+		SessionTimeout: DefaultSessionTimeout,
+		Root:           DefaultRoot,
+		RetryMin:       DefaultRetryMin,
+		RetryMax:       DefaultRetryMax,
+		Resync:         DefaultResync,
+		MaxChildren:    DefaultMaxChildren,
+		MaxBufferSize:  DefaultMaxBufferSize,
+	}
+	o.derive()
+	return o
+}
+
+// derive sets the zero defaults that follow from SessionTimeout.
+func (o *Options) derive() {
+	if o.WatchdogTimeout == 0 {
+		o.WatchdogTimeout = max(2*o.SessionTimeout, 10*time.Second)
+	}
+	if o.EmptyGrace == 0 {
+		o.EmptyGrace = o.SessionTimeout
+	}
+	if o.RegisterWait == 0 {
+		o.RegisterWait = min(o.SessionTimeout, 3*time.Second)
+	}
+}
+
+// Validate returns an error naming the first invalid field: a negative
+// count or duration, a Root of more than one path element, or a Username
+// without a Password (or the other way round).
+func (o *Options) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"SessionTimeout", o.SessionTimeout},
+		{"RetryMin", o.RetryMin},
+		{"RetryMax", o.RetryMax},
+		{"Resync", o.Resync},
+		{"WatchdogTimeout", o.WatchdogTimeout},
+		{"EmptyGrace", o.EmptyGrace},
+		{"RegisterWait", o.RegisterWait},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("zookeeper registry: %s %v is negative (want 0 for the default, or more)", f.name, f.v)
+		}
+	}
+	switch {
+	case o.MaxChildren < 0:
+		return fmt.Errorf("zookeeper registry: MaxChildren %d is negative (want 0 for the default %d, or more)", o.MaxChildren, DefaultMaxChildren)
+	case o.MaxBufferSize < 0:
+		return fmt.Errorf("zookeeper registry: MaxBufferSize %d is negative (want 0 for the default %d, or more)", o.MaxBufferSize, DefaultMaxBufferSize)
+	case strings.Contains(strings.Trim(o.Root, "/"), "/"):
+		return fmt.Errorf("zookeeper registry: root %q must be one path element", o.Root)
+	case (o.Username == "") != (o.Password == ""):
+		return errors.New("zookeeper registry: username and password must be set together")
+	}
+	return nil
+}
+
+// fill sets unset fields from the address parameters, validates, and
+// sets the rest to their defaults.
 func (o *Options) fill(params url.Values) error {
 	if o.Application == "" {
 		o.Application = params.Get("application")
@@ -103,58 +173,44 @@ func (o *Options) fill(params url.Values) error {
 		}
 	}
 	if o.Root == "" {
-		o.Root = strings.Trim(params.Get("root"), "/")
+		o.Root = params.Get("root")
 	}
 	if o.Root == "" {
-		o.Root = strings.Trim(params.Get("group"), "/")
+		o.Root = params.Get("group")
 	}
+	o.Root = strings.Trim(o.Root, "/")
 	if o.CacheFile == "" {
 		o.CacheFile = params.Get("file")
 	}
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = DefaultSessionTimeout
+	if err := o.Validate(); err != nil {
+		return err
 	}
-	if o.SessionTimeout < 0 {
-		return fmt.Errorf("zookeeper registry: negative session timeout %v", o.SessionTimeout)
+	d := DefaultOptions()
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = d.SessionTimeout
 	}
 	if o.Root == "" {
-		o.Root = DefaultRoot
+		o.Root = d.Root
 	}
-	if strings.Contains(o.Root, "/") {
-		return fmt.Errorf("zookeeper registry: root %q must be one path element", o.Root)
+	if o.RetryMin == 0 {
+		o.RetryMin = d.RetryMin
 	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
+	if o.RetryMax == 0 {
+		o.RetryMax = d.RetryMax
 	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
+	o.RetryMax = max(o.RetryMax, o.RetryMin)
+	if o.Resync == 0 {
+		o.Resync = d.Resync
 	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = o.RetryMin
+	o.derive()
+	if o.MaxChildren == 0 {
+		o.MaxChildren = d.MaxChildren
 	}
-	if o.Resync <= 0 {
-		o.Resync = DefaultResync
-	}
-	if o.WatchdogTimeout <= 0 {
-		o.WatchdogTimeout = max(2*o.SessionTimeout, 10*time.Second)
-	}
-	if o.EmptyGrace <= 0 {
-		o.EmptyGrace = o.SessionTimeout
-	}
-	if o.RegisterWait <= 0 {
-		o.RegisterWait = min(o.SessionTimeout, 3*time.Second)
-	}
-	if o.MaxChildren <= 0 {
-		o.MaxChildren = DefaultMaxChildren
-	}
-	if o.MaxBufferSize <= 0 {
-		o.MaxBufferSize = DefaultMaxBufferSize
+	if o.MaxBufferSize == 0 {
+		o.MaxBufferSize = d.MaxBufferSize
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
-	}
-	if (o.Username == "") != (o.Password == "") {
-		return errors.New("zookeeper registry: username and password must be set together")
 	}
 	return nil
 }
