@@ -26,6 +26,10 @@ const (
 // closeFlushTimeout bounds how long Close spends writing queued frames.
 const closeFlushTimeout = time.Second
 
+// idleHold is how long a connection keeps its read buffer waiting for the
+// next frame before it gives it back and waits without one.
+const idleHold = 50 * time.Millisecond
+
 // Errors of the transport layer.
 var (
 	// ErrClosed is the error of a connection closed by Close.
@@ -298,24 +302,51 @@ func (c *Conn) read() error {
 	var br *bufio.Reader
 	defer func() { putReader(br) }()
 	var hdr [HeaderSize]byte
-	armed := false // a read deadline is set on c.nc
-	for {
-		fresh := false // the deadline was set for this frame
-		frameStarted := func() error {
-			if fresh {
-				return nil
-			}
-			fresh, armed = true, true
-			return c.nc.SetReadDeadline(time.Now().Add(c.opts.FrameTimeout))
+	// The read deadline set on c.nc (zero: none), and whether it bounds the
+	// current frame (FrameTimeout) rather than the wait for the next one.
+	var deadline time.Time
+	frameDeadline := false
+	setDeadline := func(t time.Time, frame bool) error {
+		deadline, frameDeadline = t, frame
+		return c.nc.SetReadDeadline(t)
+	}
+	// frameStarted bounds the rest of the frame by FrameTimeout, once per
+	// frame, before the first read from the network that the frame needs.
+	fresh := false
+	frameStarted := func() error {
+		if fresh {
+			return nil
 		}
-		if br == nil || br.Buffered() == 0 {
+		fresh = true
+		return setDeadline(time.Now().Add(c.opts.FrameTimeout), true)
+	}
+	for {
+		fresh = false
+		if br != nil && br.Buffered() == 0 {
+			// Between frames of a busy connection: wait for the next one
+			// with the buffer, for up to idleHold, so that a frame costs
+			// one read and not a one-byte read and another. The deadline
+			// is moved only when it gets near, not for every frame.
+			now := time.Now()
+			if frameDeadline || deadline.Sub(now) < idleHold/2 {
+				if err := setDeadline(now.Add(idleHold), false); err != nil {
+					return err
+				}
+			}
+			if _, err := br.Peek(1); err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) || br.Buffered() > 0 {
+					return err
+				}
+				// Idle: give the buffer back.
+				putReader(br)
+				br = nil
+			}
+		}
+		if br == nil {
 			// Idle: wait for the next frame's first byte without a
 			// deadline and without holding a buffer.
-			putReader(br)
-			br = nil
-			if armed {
-				armed = false
-				if err := c.nc.SetReadDeadline(time.Time{}); err != nil {
+			if !deadline.IsZero() {
+				if err := setDeadline(time.Time{}, false); err != nil {
 					return err
 				}
 			}

@@ -52,7 +52,9 @@ func TestQueueBoundHoldsDuringBatch(t *testing.T) {
 }
 
 // TestSlowLoris: a peer that starts a frame and stops is cut off after
-// FrameTimeout; a connection that is merely idle between frames is not.
+// FrameTimeout, also right after a whole frame (while the connection keeps
+// its read buffer); a connection that is merely idle between frames is not,
+// whether it never sent a frame or went quiet after one.
 func TestSlowLoris(t *testing.T) {
 	ctx := testCtx(t)
 	h := newRecorder(true)
@@ -61,30 +63,54 @@ func TestSlowLoris(t *testing.T) {
 	idle, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer idle.Close()
-	for name, partial := range map[string][]byte{
-		"half a header": frame(1, "body").B[:7],
-		"half a body":   frame(2, "0123456789").B[:20],
+	quiet, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer quiet.Close()
+	_, err = quiet.Write(frame(5, "first").B)
+	require.NoError(t, err)
+	require.Contains(t, string(recv(t, ctx, h.frames)), "first")
+	_, err = io.ReadFull(quiet, make([]byte, transport.HeaderSize+len("first")))
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		whole   int // whole frames before the partial one
+		partial []byte
+	}{
+		"half a header":                {0, frame(1, "body").B[:7]},
+		"half a body":                  {0, frame(2, "0123456789").B[:20]},
+		"half a header after a frame":  {1, frame(4, "body").B[:7]},
+		"half a body after two frames": {2, frame(4, "0123456789").B[:20]},
 	} {
 		t.Run(name, func(t *testing.T) {
 			slow, err := net.Dial("tcp", addr)
 			require.NoError(t, err)
 			defer slow.Close()
-			_, err = slow.Write(partial)
+			var b []byte
+			for range tc.whole {
+				b = append(b, frame(3, "whole").B...)
+			}
+			_, err = slow.Write(append(b, tc.partial...))
 			require.NoError(t, err)
+			for range tc.whole {
+				require.Contains(t, string(recv(t, ctx, h.frames)), "whole")
+			}
 			require.ErrorIs(t, recvErr(t, ctx, h.closed), transport.ErrSlowFrame)
 			_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = io.ReadFull(slow, make([]byte, tc.whole*(transport.HeaderSize+len("whole"))))
+			require.NoError(t, err, "the whole frames were answered")
 			_, err = slow.Read(make([]byte, 1))
 			require.ErrorIs(t, err, io.EOF, "the server closed the slow connection")
 		})
 	}
-	// The idle connection, older than both, still works.
-	_, err = idle.Write(frame(7, "still here").B)
-	require.NoError(t, err)
-	require.Contains(t, string(recv(t, ctx, h.frames)), "still here")
-	got := make([]byte, transport.HeaderSize+len("still here"))
-	_, err = io.ReadFull(idle, got)
-	require.NoError(t, err)
-	require.Contains(t, string(got), "still here")
+	// The idle and the quiet connections, older than all, still work.
+	for _, c := range []net.Conn{idle, quiet} {
+		_, err = c.Write(frame(7, "still here").B)
+		require.NoError(t, err)
+		require.Contains(t, string(recv(t, ctx, h.frames)), "still here")
+		got := make([]byte, transport.HeaderSize+len("still here"))
+		_, err = io.ReadFull(c, got)
+		require.NoError(t, err)
+		require.Contains(t, string(got), "still here")
+	}
 }
 
 // TestMaxConns: connections over the limit are closed at once and counted;
