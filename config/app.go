@@ -512,7 +512,7 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	}
 	setIf(params, protocol.KeyToken, token)
 	u := protocol.NewURL(dubbo.Name, pc.Host, port, sc.Interface, params)
-	prov, err := proxy.NewProvider(u, impl, proxy.WithLogger(a.log.Named("proxy")))
+	prov, err := proxy.NewProvider(u, impl)
 	if err != nil {
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
 	}

@@ -43,6 +43,12 @@ type Handler interface {
 	// status StatusOf(err) with err.Error() as the message, so the
 	// message reaches the consumer. ctx is cancelled when the request's
 	// connection or the server closes.
+	//
+	// A Handler should recover the panics of the code it calls (the dubbo
+	// protocol recovers those of filters and service methods, naming the
+	// method). A panic that escapes Handle is the last-resort case: the
+	// server answers ErrServerError with an incident id and logs the value
+	// and stack under it, and keeps serving.
 	Handle(ctx context.Context, req *Request) (*transport.Buffer, error)
 }
 
@@ -515,7 +521,10 @@ func (s *Server) run(j job) {
 func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			// The panic value stays here: the caller gets an id to look up.
+			// The last resort, for a panic of the handler's own code (the
+			// protocol's decoding, a serializer): a method's panic was
+			// recovered below, once. The value stays here: the caller gets
+			// an id to look up.
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			id := hex.EncodeToString(b[:])

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
@@ -167,4 +169,79 @@ func TestStubOverDubboConcurrent(t *testing.T) {
 	impl.mu.Lock()
 	defer impl.mu.Unlock()
 	assert.Equal(t, goroutines*calls, impl.calls)
+}
+
+// TestPanicRecoveredOnce: a provider method that panics, served by
+// protocol/dubbo over TCP, answers its caller a *service.Error with
+// CodePanic and an incident id; the provider logs the panic value and the
+// stack once, under that id, in whichever layer (proxy, protocol,
+// exchange), and keeps serving.
+func TestPanicRecoveredOnce(t *testing.T) {
+	ctx := testCtx(t)
+	core, logs := observer.New(zap.DebugLevel)
+	p, err := dubbo.New(&dubbo.Options{Logger: zap.New(core)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	u := protocol.NewURL(dubbo.Name, "127.0.0.1", 0, "demo.Greeter", nil)
+	provider, err := proxy.NewProvider(u, &greeterImpl{})
+	require.NoError(t, err)
+	exp, err := p.Export(provider)
+	require.NoError(t, err)
+	inv, err := dubbo.New(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inv.Close() })
+	ref, err := inv.Refer(exp.(*dubbo.Exporter).URL())
+	require.NoError(t, err)
+	var c remoteClient
+	require.NoError(t, proxy.Refer(&c, ref))
+
+	_, err = c.Panic(ctx, "db password is hunter2")
+	var se *service.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, service.CodePanic, se.Code)
+	assert.True(t, se.Remote)
+	assert.NotContains(t, se.Message, "hunter2", "the panic value stays on the provider")
+	assert.Regexp(t, `^demo.Greeter.Panic failed on the provider \(server error, incident [0-9a-f]{16}: see the provider's log\)$`, se.Message)
+
+	stacks := logs.FilterFieldKey("stack").All()
+	require.Len(t, stacks, 1, "the stack is logged once")
+	entry := stacks[0].ContextMap()
+	assert.Contains(t, se.Message, entry["incident"].(string))
+	assert.Equal(t, "db password is hunter2", entry["panic"])
+	assert.Equal(t, "Panic", entry["method"])
+	assert.Contains(t, entry["stack"], "greeterImpl).Panic")
+	assert.Equal(t, 1, logs.FilterMessageSnippet("panic").Len(), "one log line about the panic")
+	assert.Equal(t, uint64(1), p.Stats().Panics)
+
+	s, err := c.SayHello(ctx, "after panic")
+	require.NoError(t, err, "the provider keeps serving after a panic")
+	assert.Equal(t, "hello, after panic", s)
+}
+
+// TestEchoWithToken: $echo is answered by the protocol for a service
+// exported through proxy.Provider, after the token check: refused without
+// the token, answered with it, and the service is never called.
+func TestEchoWithToken(t *testing.T) {
+	ctx := testCtx(t)
+	for _, token := range []string{"", "s3cret"} {
+		t.Run("token="+token, func(t *testing.T) {
+			params := map[string]string{}
+			if token != "" {
+				params[protocol.KeyToken] = token
+			}
+			inv := loopback(t, &greeterImpl{}, params)
+			var c remoteClient
+			require.NoError(t, proxy.Refer(&c, inv))
+			ctx := ctx
+			if token != "" {
+				_, err := c.Echo.Echo(ctx, "ping")
+				require.ErrorIs(t, err, status.ErrBadRequest)
+				require.ErrorContains(t, err, "invalid token: missing token for demo.Greeter.$echo")
+				ctx = service.WithAttachment(ctx, protocol.KeyToken, token)
+			}
+			v, err := c.Echo.Echo(ctx, map[string]any{"k": "v"})
+			require.NoError(t, err)
+			assert.Equal(t, map[string]any{"k": "v"}, v)
+		})
+	}
 }

@@ -37,7 +37,8 @@ func NewGeneric(inv protocol.Invoker) (*Generic, error) {
 // booleans, nil). The provider decodes args into the method's parameter
 // types, so a struct parameter may be passed as a map of its fields.
 // Attachments are taken from ctx; errors are the invoker's, unchanged.
-// service.EchoMethod is a valid method.
+// service.EchoMethod is a valid method when inv reaches a protocol (the
+// protocol answers it, not the provider).
 func (g *Generic) Invoke(ctx context.Context, method string, args []any) (any, error) {
 	if ctx == nil {
 		return nil, ErrNilContext

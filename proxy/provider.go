@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime/debug"
 	"strings"
-
-	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
@@ -22,16 +19,11 @@ type ProviderOption func(*providerConfig)
 
 type providerConfig struct {
 	strict bool
-	log    *zap.Logger
 }
 
 // Strict makes NewProvider fail when any exported method of the service
 // does not fit the service rules, instead of leaving it out.
 func Strict() ProviderOption { return func(c *providerConfig) { c.strict = true } }
-
-// WithLogger sets the logger that records panics of provider methods, with
-// their stacks (default zap.NewNop()).
-func WithLogger(l *zap.Logger) ProviderOption { return func(c *providerConfig) { c.log = l } }
 
 // Provider is a provider invoker: it dispatches invocations to the methods
 // of a service value. It implements protocol.Invoker and protocol.ArgTyper,
@@ -47,16 +39,19 @@ func WithLogger(l *zap.Logger) ProviderOption { return func(c *providerConfig) {
 //     names the method and lists the known ones;
 //   - arguments of the wrong count or types: an error wrapping
 //     status.ErrBadRequest that names the method and its parameter types;
-//   - a panic in the method: a *service.Error with service.CodePanic, and
-//     the provider keeps serving;
 //   - the error the method returned, unchanged (the protocol sends it to
 //     the caller as a business error, see service.FromError).
+//
+// A panic in the method is not recovered here: it goes on to the protocol
+// that called Invoke, which recovers it once (protocol/dubbo answers a
+// *service.Error with service.CodePanic and an incident id, logs the stack
+// under that id, and keeps serving). Nor is service.EchoMethod answered
+// here: the protocol answers it before the arguments reach a provider.
 type Provider struct {
 	url   *protocol.URL
 	rcvr  reflect.Value
 	table *service.Table
 	iface string
-	log   *zap.Logger
 }
 
 var (
@@ -75,12 +70,9 @@ var (
 // Strict, when any exported method does not; the error names the methods
 // and the rule each breaks.
 func NewProvider(u *protocol.URL, impl any, opts ...ProviderOption) (*Provider, error) {
-	c := providerConfig{log: zap.NewNop()}
+	var c providerConfig
 	for _, o := range opts {
 		o(&c)
-	}
-	if c.log == nil {
-		c.log = zap.NewNop()
 	}
 	if u == nil {
 		return nil, errors.New("proxy: provider needs a URL")
@@ -94,8 +86,7 @@ func NewProvider(u *protocol.URL, impl any, opts ...ProviderOption) (*Provider, 
 			return nil, fmt.Errorf("proxy: provider %s: %w", u.Interface(), err)
 		}
 	}
-	return &Provider{url: u, rcvr: reflect.ValueOf(impl), table: table, iface: u.Interface(),
-		log: c.log.Named("proxy")}, nil
+	return &Provider{url: u, rcvr: reflect.ValueOf(impl), table: table, iface: u.Interface()}, nil
 }
 
 // URL returns the URL the provider was built with.
@@ -106,14 +97,11 @@ func (p *Provider) URL() *protocol.URL { return p.url }
 func (p *Provider) Methods() []string { return p.table.Names() }
 
 // ArgTypes returns the parameter types of method, after the context, so the
-// protocol can decode arguments straight into them. service.EchoMethod takes
-// one argument of any type. The returned slice must not be modified.
+// protocol can decode arguments straight into them. The returned slice
+// must not be modified.
 func (p *Provider) ArgTypes(method string) ([]reflect.Type, bool) {
 	if m, ok := p.table.Method(method); ok {
 		return m.ArgTypes, true
-	}
-	if method == service.EchoMethod {
-		return []reflect.Type{anyType}, true
 	}
 	return nil, false
 }
@@ -121,16 +109,9 @@ func (p *Provider) ArgTypes(method string) ([]reflect.Type, bool) {
 // Invoke calls the method inv.Method with inv.Args; see Provider for the
 // errors. The Result's Value is the method's reply (nil for an error-only
 // method).
-func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (res *protocol.Result, err error) {
+func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
 	m, ok := p.table.Method(inv.Method)
 	if !ok {
-		if inv.Method == service.EchoMethod {
-			if len(inv.Args) != 1 {
-				return nil, fmt.Errorf("%w: proxy: %s.%s takes 1 argument, got %d",
-					status.ErrBadRequest, p.iface, service.EchoMethod, len(inv.Args))
-			}
-			return &protocol.Result{Value: inv.Args[0]}, nil
-		}
 		return nil, fmt.Errorf("%w: proxy: %s has no method %q (known: %s)",
 			status.ErrServiceNotFound, p.iface, inv.Method, strings.Join(p.table.Names(), ", "))
 	}
@@ -141,14 +122,6 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (res *p
 	if in := userAttachments(inv.Attachments); len(in) > 0 {
 		ctx = service.NewIncomingContext(ctx, in)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			se, id := service.Panicked(p.iface, m.Name)
-			p.log.Error("provider method panicked", zap.String("incident", id), zap.String("service", p.iface),
-				zap.String("method", m.Name), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			res, err = nil, se
-		}
-	}()
 	v, err := m.Call(ctx, p.rcvr, args)
 	if err != nil {
 		return nil, err

@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
@@ -84,10 +82,6 @@ func TestProviderDispatch(t *testing.T) {
 	res, err = p.Invoke(ctx, &protocol.Invocation{Method: "Ping"})
 	require.NoError(t, err)
 	assert.Nil(t, res.Value)
-
-	res, err = p.Invoke(ctx, &protocol.Invocation{Method: service.EchoMethod, Args: []any{"ping"}})
-	require.NoError(t, err)
-	assert.Equal(t, "ping", res.Value)
 }
 
 func TestProviderArgTypes(t *testing.T) {
@@ -98,9 +92,8 @@ func TestProviderArgTypes(t *testing.T) {
 	types, ok = p.ArgTypes("Ping")
 	require.True(t, ok)
 	assert.Empty(t, types)
-	types, ok = p.ArgTypes(service.EchoMethod)
-	require.True(t, ok)
-	assert.Equal(t, []reflect.Type{reflect.TypeFor[any]()}, types)
+	_, ok = p.ArgTypes(service.EchoMethod)
+	assert.False(t, ok, "the protocol answers $echo, not the provider")
 	_, ok = p.ArgTypes("Helper")
 	assert.False(t, ok)
 	_, ok = p.ArgTypes("Nope")
@@ -125,8 +118,8 @@ func TestProviderBadInput(t *testing.T) {
 			"demo.Greeter.SayHello(context.Context, string) (string, error): argument 1 is int, want string"},
 		{"lossy number", protocol.Invocation{Method: "Add", Args: []any{1.5, 2}}, status.ErrBadRequest,
 			"argument 1 is float64, want int32"},
-		{"echo arity", protocol.Invocation{Method: service.EchoMethod}, status.ErrBadRequest,
-			"demo.Greeter.$echo takes 1 argument, got 0"},
+		{"echo", protocol.Invocation{Method: service.EchoMethod, Args: []any{"ping"}}, status.ErrServiceNotFound,
+			`demo.Greeter has no method "$echo"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := p.Invoke(ctx, &tc.inv)
@@ -141,8 +134,7 @@ func TestProviderBadInput(t *testing.T) {
 
 func TestProviderErrors(t *testing.T) {
 	ctx := testCtx(t)
-	core, logs := observer.New(zap.ErrorLevel)
-	p := newProvider(t, proxy.WithLogger(zap.New(core)))
+	p := newProvider(t)
 
 	_, err := p.Invoke(ctx, &protocol.Invocation{Method: "Find", Args: []any{0}})
 	var se *service.Error
@@ -153,19 +145,11 @@ func TestProviderErrors(t *testing.T) {
 	_, err = p.Invoke(ctx, &protocol.Invocation{Method: "Fail"})
 	assert.EqualError(t, err, "plain failure", "business errors are returned unchanged")
 
-	// A panic becomes an error for that caller, and the provider keeps serving.
-	_, err = p.Invoke(ctx, &protocol.Invocation{Method: "Panic", Args: []any{"kaboom"}})
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, service.CodePanic, se.Code)
-	// The caller gets an incident id, not the panic value; the provider
-	// logs the value and the stack under that id.
-	assert.NotContains(t, se.Message, "kaboom")
-	assert.Regexp(t, `^demo.Greeter.Panic failed on the provider \(server error, incident [0-9a-f]{16}: see the provider's log\)$`, se.Message)
-	require.Equal(t, 1, logs.Len())
-	entry := logs.All()[0].ContextMap()
-	assert.Contains(t, se.Message, entry["incident"].(string))
-	assert.Equal(t, "kaboom", entry["panic"])
-	assert.Contains(t, entry["stack"], "panic(")
+	// A panic goes on to the protocol, the one place that recovers it
+	// (see TestPanicRecoveredOnce), and the provider keeps serving.
+	assert.PanicsWithValue(t, "kaboom", func() {
+		_, _ = p.Invoke(ctx, &protocol.Invocation{Method: "Panic", Args: []any{"kaboom"}})
+	})
 	res, err := p.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"again"}})
 	require.NoError(t, err)
 	assert.Equal(t, "hello, again", res.Value)
@@ -188,7 +172,7 @@ func TestNewProviderErrors(t *testing.T) {
 	require.NoError(t, err, "methods that do not fit are left out")
 	_, err = proxy.NewProvider(testURL(), strictBad{}, proxy.Strict())
 	assert.ErrorContains(t, err, "method Bad must take context.Context as its first parameter")
-	_, err = proxy.NewProvider(testURL(), &greeterImpl{}, proxy.Strict(), proxy.WithLogger(nil))
+	_, err = proxy.NewProvider(testURL(), &greeterImpl{}, proxy.Strict())
 	assert.ErrorContains(t, err, "method Helper")
 }
 
@@ -198,12 +182,10 @@ func TestStubOverProvider(t *testing.T) {
 	ctx := testCtx(t)
 	p := newProvider(t)
 	var c struct {
-		service.Echo
 		SayHello func(context.Context, string) (string, error)
 		Add      func(context.Context, int32, int32) (int64, error)
 		Find     func(context.Context, int) (*user, error)
 		FindVal  func(context.Context, int) (user, error) `dubbo:"Find"`
-		Panic    func(context.Context, string) (string, error)
 		Missing  func(context.Context) error
 		WrongArg func(context.Context, int) (string, error) `dubbo:"SayHello"`
 	}
@@ -228,14 +210,6 @@ func TestStubOverProvider(t *testing.T) {
 	var se *service.Error
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, service.CodeNotFound, se.Code)
-
-	e, err := c.Echo.Echo(ctx, "ping")
-	require.NoError(t, err)
-	assert.Equal(t, "ping", e)
-
-	_, err = c.Panic(ctx, "oops")
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, service.CodePanic, se.Code)
 
 	assert.ErrorIs(t, c.Missing(ctx), status.ErrServiceNotFound)
 	_, err = c.WrongArg(ctx, 3)

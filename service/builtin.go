@@ -2,9 +2,11 @@ package service
 
 import "context"
 
-// EchoMethod is the built-in method that every provider answers by
+// EchoMethod is the built-in method that every exported service answers by
 // returning its one argument unchanged, so that a consumer can check that a
 // provider is alive and serving a service without calling a business method.
+// The protocol answers it (protocol/dubbo, after checking the token and
+// before any filter or method runs), never the service value.
 const EchoMethod = "$echo"
 
 // Echo is the consumer contract of EchoMethod. Refer it on its own, or

@@ -20,14 +20,14 @@ func TestEcho(t *testing.T) {
 	ctx := testCtx(t)
 	g, inv, _ := setup(t, nil, nil)
 	for _, v := range []any{"ping", int64(42), map[string]any{"k": []any{true}}} {
-		res, err := inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{v}})
+		res, err := inv.Invoke(ctx, &protocol.Invocation{Method: service.EchoMethod, Args: []any{v}})
 		require.NoError(t, err)
 		require.Equal(t, v, res.Value)
 	}
 	require.Zero(t, g.calls.Load(), "answered by the protocol")
-	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{1, 2}})
+	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: service.EchoMethod, Args: []any{1, 2}})
 	require.ErrorIs(t, err, status.ErrBadRequest)
-	_, err = inv.Invoke(ctx, &protocol.Invocation{Service: "demo.Nope", Method: dubbo.EchoMethod, Args: []any{1}})
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Service: "demo.Nope", Method: service.EchoMethod, Args: []any{1}})
 	require.ErrorIs(t, err, status.ErrServiceNotFound)
 }
 

@@ -39,9 +39,6 @@ var ErrTLSRequired = errors.New("the provider requires TLS (tls=true on its URL)
 // certificate.
 var ErrClientCertRequired = errors.New("the provider requires a client certificate (mtls=true on its URL)")
 
-// EchoMethod is answered by the protocol itself: it returns its one argument.
-const EchoMethod = "$echo"
-
 // Defaults of Options; DefaultOptions returns them all. The limits this
 // protocol hands to the layers below are theirs, declared there once.
 const (

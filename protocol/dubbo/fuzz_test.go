@@ -9,6 +9,7 @@ import (
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/service"
 )
 
 type fuzzArg struct {
@@ -79,7 +80,7 @@ func fuzzHead(tb testing.TB, method string) []byte {
 func FuzzRequestBody(f *testing.F) {
 	f.Add(fuzzRequest(f, "M", "s", fuzzArg{Name: "n", Tags: []string{"t"}, N: map[string]int{"a": 1}}, []int64{1, 2}))
 	f.Add(fuzzRequest(f, "Any", []any{1, "x", map[string]any{"k": 1.5}}))
-	f.Add(fuzzRequest(f, EchoMethod, "ping"))
+	f.Add(fuzzRequest(f, service.EchoMethod, "ping"))
 	f.Add(fuzzRequest(f, "Nope"))
 	f.Add([]byte{0xdd, 0x01, 0x00, 0x00, 0x00})
 	// The attacks: attachments declaring 64 Ki entries (a map sized from

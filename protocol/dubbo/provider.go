@@ -181,7 +181,9 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 			status.ErrBadRequest, key, s.serName(e.serID), ser.Name())
 	}
 	// The token is checked before any argument is decoded, for every
-	// method ($echo included).
+	// method, service.EchoMethod included: the protocol answers $echo itself
+	// (below, without running any filter or the service), and it is answered
+	// nowhere else.
 	if e.token != nil && subtle.ConstantTimeCompare([]byte(r.atts[protocol.KeyToken]), e.token) != 1 {
 		st.badTokens.Add(1)
 		what := "wrong"
@@ -203,7 +205,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	var types []reflect.Type
 	typed := false
 	switch {
-	case r.method == EchoMethod:
+	case r.method == service.EchoMethod:
 		types, typed = echoTypes, true
 	case e.typer != nil:
 		var ok bool
@@ -217,7 +219,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		st.badBodies.Add(1)
 		return nil, err
 	}
-	if r.method == EchoMethod {
+	if r.method == service.EchoMethod {
 		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
 	}
 	ctx, cancel := newCallCtxUntil(ctx, deadline)
@@ -253,7 +255,10 @@ var echoTypes = []reflect.Type{reflect.TypeFor[any]()}
 
 // invoke calls inv, turning a panic into an error for this caller that
 // carries an incident id, not the panic value; the value and the stack
-// are logged on the provider under that id.
+// are logged on the provider under that id, once. This is the one place a
+// panic of the provider's filters or of the service method is recovered:
+// proxy.Provider lets it go on to here. (exchange.Server keeps a last guard
+// for a panic of the protocol's own decoding, which has no method to blame.)
 func (s *server) invoke(ctx context.Context, invoker protocol.Invoker, inv *protocol.Invocation) (res *protocol.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {

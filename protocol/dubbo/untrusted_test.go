@@ -18,6 +18,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -244,10 +245,10 @@ func TestTokenBeforeArguments(t *testing.T) {
 		require.NotContains(t, msg, "allocate", "the arguments were not decoded")
 	}
 	inv := refer(t, newProtocol(t, nil), u)
-	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{"ping"}})
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: service.EchoMethod, Args: []any{"ping"}})
 	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, "invalid token: missing token for demo.Batch.$echo")
-	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: dubbo.EchoMethod, Args: []any{"ping"},
+	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: service.EchoMethod, Args: []any{"ping"},
 		Attachments: map[string]string{protocol.KeyToken: "s3cret"}})
 	require.NoError(t, err)
 	require.Equal(t, "ping", res.Value)
