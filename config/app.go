@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -176,6 +177,7 @@ type Application struct {
 	balancers  *loadbalance.Table
 	strategies *cluster.Table
 	protoOpts  dubbo.Options
+	tls        tlsConfigs // from the tls keys of Config
 	// serializers are added to the protocol's table at New.
 	serializers []serialize.Serializer
 
@@ -255,6 +257,11 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	if a.log == nil {
 		a.log = a.cfg.Logging.newLogger(nil)
 	}
+	tlsCfgs, err := loadTLS(&a.cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.tls = tlsCfgs
 	a.monitor = monitor.New(monitor.WithIdentity(a.cfg.Application.Name, consumerHost), monitor.WithClassifier(classify))
 	if po.Logger == nil {
 		po.Logger = a.log.Named("dubbo")
@@ -529,7 +536,7 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	}
 	filters = append(filters, a.filters.provider...)
 	filters = append(filters, a.byName(sc.Filters)...)
-	exp, err := a.proto.Export(&urlInvoker{Invoker: protocol.Chain(prov, filters...), url: u})
+	exp, err := a.proto.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, filters...), url: u}, a.tls.server[sc.Protocol])
 	if err != nil {
 		return nil, fmt.Errorf("config: export %s: %w", id, err)
 	}
@@ -716,7 +723,8 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 	ref := &reference{consumer: consumer}
 	cparams := consumerTimeouts(rc)
 	cparams[protocol.KeyRemoteApplication] = a.cfg.Application.Name
-	proto := consumerProtocol{Protocol: p, params: cparams}
+	proto := consumerProtocol{Protocol: p, params: cparams, key: key, log: a.log.Named("directory"),
+		tls: a.tls.forReference(key), anyTLS: a.tls.forReference(key) != nil || a.protoOpts.ClientTLS != nil}
 	wrap := func(inv protocol.Invoker) protocol.Invoker {
 		var fs []protocol.Filter
 		if counted {
@@ -737,7 +745,7 @@ func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConf
 				ref.closeDirect()
 				return nil, fmt.Errorf("config: %s.url: %w", key, err)
 			}
-			inv, err := proto.Refer(u)
+			inv, err := proto.refer(u, true)
 			if err != nil {
 				ref.closeDirect()
 				return nil, fmt.Errorf("config: %s.url: %w", key, err)
@@ -963,9 +971,18 @@ func consumerTimeouts(rc ReferenceConfig) map[string]string {
 type consumerProtocol struct {
 	protocol.Protocol
 	params map[string]string
+	// For TLS (see referTLS): the reference's configuration (nil: the
+	// protocol's), whether it speaks TLS at all, its key in errors.
+	tls    *tls.Config
+	anyTLS bool
+	key    string
+	log    *zap.Logger
 }
 
-func (c consumerProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
+func (c consumerProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) { return c.refer(u, false) }
+
+// refer refers u; direct says it comes from the reference's url key.
+func (c consumerProtocol) refer(u *protocol.URL, direct bool) (protocol.Invoker, error) {
 	_, refTimeout := c.params[protocol.KeyTimeout]
 	params := u.Params()
 	for k := range params {
@@ -979,7 +996,7 @@ func (c consumerProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) {
 	for k, v := range c.params {
 		params[k] = v
 	}
-	return c.Protocol.Refer(protocol.NewURL(u.Protocol, u.Host, u.Port, u.Path, params))
+	return referTLS(c.Protocol, protocol.NewURL(u.Protocol, u.Host, u.Port, u.Path, params), c.tls, c.anyTLS, c.key, direct, c.log)
 }
 
 // routerListener keeps the cluster invokers' routers in step with the

@@ -33,7 +33,9 @@ type Config struct {
 	Services map[string]ServiceConfig `yaml:"services"`
 	// References to services this application calls, by id.
 	References map[string]ReferenceConfig `yaml:"references"`
-	Shutdown   ShutdownConfig             `yaml:"shutdown"`
+	// Consumer holds defaults for every reference (TLS).
+	Consumer ConsumerConfig `yaml:"consumer"`
+	Shutdown ShutdownConfig `yaml:"shutdown"`
 	// Monitor sends call counts to the monitor service and serves them
 	// to Prometheus.
 	Monitor MonitorConfig `yaml:"monitor"`
@@ -120,6 +122,9 @@ type ProtocolConfig struct {
 	// (a container, NAT) or a TCP proxy (Dubbo's DUBBO_IP_TO_REGISTRY and
 	// DUBBO_PORT_TO_REGISTRY).
 	RegisterAddress string `yaml:"register_address"`
+	// TLS, when set, makes the port speak TLS (mutual TLS with a client
+	// CA); see ServerTLSConfig.
+	TLS *ServerTLSConfig `yaml:"tls"`
 }
 
 // ServiceConfig is one provided service.
@@ -209,6 +214,9 @@ type ReferenceConfig struct {
 	// provider, below it.
 	CallFilters    []string `yaml:"call_filters"`
 	AttemptFilters []string `yaml:"attempt_filters"`
+	// TLS, when set, makes the reference's connections speak TLS, instead
+	// of Consumer.TLS; see ClientTLSConfig.
+	TLS *ClientTLSConfig `yaml:"tls"`
 }
 
 // FailbackConfig sets the background retries of the failback cluster.
@@ -530,6 +538,7 @@ func (c *Config) validate(k known) error {
 			bad("monitor: buffer bounds must not be negative")
 		}
 	}
+	c.validateTLS(bad)
 	for _, msg := range c.Logging.validate() {
 		bad("%s", msg)
 	}

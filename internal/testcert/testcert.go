@@ -96,23 +96,30 @@ func (ca *CA) Pool() *x509.CertPool {
 // given, signed by ca.
 func (ca *CA) Server(t testing.TB, names ...string) tls.Certificate {
 	t.Helper()
-	return ca.issue(t, "server", x509.ExtKeyUsageServerAuth, names)
+	return ca.issue(t, "server", x509.ExtKeyUsageServerAuth, names, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// ServerValid is Server with a certificate valid from notBefore to
+// notAfter (to make an expired one).
+func (ca *CA) ServerValid(t testing.TB, notBefore, notAfter time.Time) tls.Certificate {
+	t.Helper()
+	return ca.issue(t, "server", x509.ExtKeyUsageServerAuth, nil, notBefore, notAfter)
 }
 
 // Client returns a client certificate named name, signed by ca.
 func (ca *CA) Client(t testing.TB, name string) tls.Certificate {
 	t.Helper()
-	return ca.issue(t, name, x509.ExtKeyUsageClientAuth, nil)
+	return ca.issue(t, name, x509.ExtKeyUsageClientAuth, nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 }
 
-func (ca *CA) issue(t testing.TB, cn string, usage x509.ExtKeyUsage, names []string) tls.Certificate {
+func (ca *CA) issue(t testing.TB, cn string, usage x509.ExtKeyUsage, names []string, notBefore, notAfter time.Time) tls.Certificate {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)),
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     names,

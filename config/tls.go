@@ -1,0 +1,320 @@
+package config
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/status"
+)
+
+// ServerTLSConfig makes a protocol's port speak TLS (protocols.<id>.tls in
+// YAML). Files are PEM, read once by New; a relative path is relative to
+// the working directory. The port publishes tls=true in its URLs (and
+// mtls=true with ClientCAFile), so that consumers without TLS are told
+// why they cannot call it. TLS 1.2 is the oldest version spoken.
+//
+// The Go equivalent with a *tls.Config of your own is
+// dubbo.Options.ServerTLS (WithProtocolOptions), for every port that has
+// no tls key, or dubbo.Protocol.ExportTLS.
+type ServerTLSConfig struct {
+	// CertFile is the provider's certificate chain, leaf first (required).
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the private key of the certificate (required).
+	KeyFile string `yaml:"key_file"`
+	// ClientCAFile, when set, turns on mutual TLS: consumers must present a
+	// certificate signed by one of the CAs in this file, or the handshake
+	// fails.
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// ClientTLSConfig makes a reference's connections speak TLS
+// (references.<id>.tls in YAML, or consumer.tls for every reference that
+// has none). Files are PEM, read once by New; a relative path is relative
+// to the working directory. A reference with TLS refuses to call a
+// provider that does not publish tls=true rather than fall back to plain
+// TCP (providers in a reference's url key are taken to speak TLS). TLS 1.2
+// is the oldest version spoken.
+//
+// The Go equivalent with a *tls.Config of your own is
+// dubbo.Options.ClientTLS (WithProtocolOptions), for every reference that
+// has no tls key, or dubbo.Protocol.ReferTLS.
+type ClientTLSConfig struct {
+	// CAFile holds the CAs trusted to sign providers' certificates
+	// (default: the system's).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are this consumer's certificate and key, for
+	// providers that require one (mutual TLS); both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the provider's certificate must be valid for
+	// (default: the host of its address).
+	ServerName string `yaml:"server_name"`
+}
+
+// ConsumerConfig holds what applies to every reference that does not set
+// it itself.
+type ConsumerConfig struct {
+	// TLS, when set, makes the connections of every reference without a
+	// tls key of its own speak TLS.
+	TLS *ClientTLSConfig `yaml:"tls"`
+}
+
+// ErrPlaintextProvider is wrapped by the error of a call through a
+// reference with TLS to a provider whose URL does not say tls=true.
+var ErrPlaintextProvider = errors.New("the provider does not speak TLS (no tls=true on its URL)")
+
+// validateTLS checks the shape of every tls key (which files go
+// together); New reads the files.
+func (c *Config) validateTLS(bad func(format string, args ...any)) {
+	for _, id := range sortedKeys(c.Protocols) {
+		if t := c.Protocols[id].TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
+			bad("protocols.%s.tls: cert_file and key_file are both required", id)
+		}
+	}
+	client := func(key string, t *ClientTLSConfig) {
+		if t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+			bad("%s: cert_file and key_file go together", key)
+		}
+	}
+	client("consumer.tls", c.Consumer.TLS)
+	for _, id := range sortedKeys(c.References) {
+		client("references."+id+".tls", c.References[id].TLS)
+	}
+}
+
+// tlsConfigs are the TLS configurations New builds from Config.
+type tlsConfigs struct {
+	server map[string]*tls.Config // by protocol id
+	client map[string]*tls.Config // by "references.<id>", and "consumer" for the default
+}
+
+// loadTLS reads the files of every tls key of c.
+func loadTLS(c *Config) (tlsConfigs, error) {
+	out := tlsConfigs{server: map[string]*tls.Config{}, client: map[string]*tls.Config{}}
+	var errs []error
+	for _, id := range sortedKeys(c.Protocols) {
+		if t := c.Protocols[id].TLS; t != nil {
+			cfg, err := t.load("protocols." + id + ".tls")
+			errs = append(errs, err)
+			out.server[id] = cfg
+		}
+	}
+	if t := c.Consumer.TLS; t != nil {
+		cfg, err := t.load("consumer.tls")
+		errs = append(errs, err)
+		out.client["consumer"] = cfg
+	}
+	for _, id := range sortedKeys(c.References) {
+		if t := c.References[id].TLS; t != nil {
+			key := "references." + id
+			cfg, err := t.load(key + ".tls")
+			errs = append(errs, err)
+			out.client[key] = cfg
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// forReference returns the TLS configuration of the reference named key
+// ("references.<id>", or "monitor"): its own, else consumer.tls, else nil.
+func (t tlsConfigs) forReference(key string) *tls.Config {
+	if cfg, ok := t.client[key]; ok {
+		return cfg
+	}
+	return t.client["consumer"]
+}
+
+func (t *ServerTLSConfig) load(key string) (*tls.Config, error) {
+	cert, err := loadPair(key, t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		pool, err := loadPool(key+".client_ca_file", t.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+func (t *ClientTLSConfig) load(key string) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pool, err := loadPool(key+".ca_file", t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := loadPair(key, t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// loadPair reads a certificate chain and its key; the errors name the
+// key of the file at fault.
+func loadPair(key, certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("config: %s.cert_file: %w", key, err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("config: %s.key_file: %w", key, err)
+	}
+	if _, err := parseCerts(certPEM); err != nil {
+		return tls.Certificate{}, fmt.Errorf("config: %s.cert_file %q: %w", key, certFile, err)
+	}
+	if b, _ := pem.Decode(keyPEM); b == nil || !isKeyBlock(b.Type) {
+		return tls.Certificate{}, fmt.Errorf("config: %s.key_file %q: no PEM private key in it", key, keyFile)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("config: %s: key_file %q does not go with cert_file %q: %w", key, keyFile, certFile, err)
+	}
+	if leaf := cert.Leaf; leaf != nil {
+		if now := time.Now(); now.After(leaf.NotAfter) {
+			return tls.Certificate{}, fmt.Errorf("config: %s.cert_file %q: the certificate expired at %s", key, certFile, leaf.NotAfter.UTC().Format(time.RFC3339))
+		} else if now.Before(leaf.NotBefore) {
+			return tls.Certificate{}, fmt.Errorf("config: %s.cert_file %q: the certificate is not valid before %s", key, certFile, leaf.NotBefore.UTC().Format(time.RFC3339))
+		}
+	}
+	return cert, nil
+}
+
+func isKeyBlock(typ string) bool {
+	switch typ {
+	case "PRIVATE KEY", "EC PRIVATE KEY", "RSA PRIVATE KEY":
+		return true
+	}
+	return false
+}
+
+// loadPool reads the CA certificates of file; key names it in errors.
+func loadPool(key, file string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s: %w", key, err)
+	}
+	certs, err := parseCerts(data)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s %q: %w", key, file, err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
+// parseCerts returns the certificates of the PEM data: at least one, and
+// nothing that is not one.
+func parseCerts(data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("a PEM %q block where certificates go", b.Type)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("no PEM certificate in it")
+	}
+	return certs, nil
+}
+
+// tlsReferrer is the dubbo protocol's ReferTLS.
+type tlsReferrer interface {
+	ReferTLS(u *protocol.URL, cfg *tls.Config) (protocol.Invoker, error)
+}
+
+// referTLS refers u over p with the reference's TLS configuration cfg
+// (nil: the protocol's own). A provider this reference cannot talk to
+// because of TLS (it requires TLS or a client certificate this reference
+// lacks, or it does not speak TLS and this reference does) gets an
+// invoker whose calls fail saying so and what to set, rather than being
+// skipped in silence; direct says the URL came from the reference's url
+// key, which is taken to speak TLS when the reference does, and whose
+// errors are returned at once.
+func referTLS(p protocol.Protocol, u *protocol.URL, cfg *tls.Config, anyTLS bool, key string, direct bool, log *zap.Logger) (protocol.Invoker, error) {
+	if direct && anyTLS && u.Param(dubbo.KeyTLS, "") == "" {
+		u = u.With(dubbo.KeyTLS, "true")
+	}
+	var refused error
+	inv, err := func() (protocol.Invoker, error) {
+		if anyTLS && u.Param(dubbo.KeyTLS, "") != "true" {
+			return nil, ErrPlaintextProvider
+		}
+		if tr, ok := p.(tlsReferrer); ok && cfg != nil {
+			return tr.ReferTLS(u, cfg)
+		}
+		return p.Refer(u)
+	}()
+	switch {
+	case errors.Is(err, ErrPlaintextProvider):
+		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference speaks only TLS (%s.tls or consumer.tls); it is not called in plain TCP",
+			key, u.Address(), err, key)
+	case errors.Is(err, dubbo.ErrTLSRequired):
+		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference has no TLS configuration: set %s.tls or consumer.tls (ca_file; cert_file and key_file when the provider wants client certificates)",
+			key, u.Address(), dubbo.ErrTLSRequired, key)
+	case errors.Is(err, dubbo.ErrClientCertRequired):
+		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference's TLS configuration has none: set cert_file and key_file in %s.tls or consumer.tls",
+			key, u.Address(), dubbo.ErrClientCertRequired, key)
+	default:
+		return inv, err
+	}
+	if direct {
+		return nil, refused
+	}
+	log.Warn("provider refused for its TLS; calls to it fail", zap.String("reference", key), zap.String("provider", u.Address()), zap.Error(refused))
+	return refusedInvoker{url: u, err: &notSentError{err: refused}}, nil
+}
+
+// notSentError is refused's error, which also matches status.ErrDial (the
+// call was not sent; failover tries another provider) without saying
+// "dial failed".
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string   { return e.err.Error() }
+func (e *notSentError) Unwrap() []error { return []error{e.err, status.ErrDial} }
+
+// refusedInvoker stands for a provider that cannot be called, so that
+// calls tell why rather than find no provider.
+type refusedInvoker struct {
+	url *protocol.URL
+	err error
+}
+
+func (r refusedInvoker) URL() *protocol.URL { return r.url }
+
+func (r refusedInvoker) Invoke(context.Context, *protocol.Invocation) (*protocol.Result, error) {
+	return nil, r.err
+}
