@@ -12,7 +12,8 @@ import (
 	"github.com/minidubbo/minidubbo/serialize"
 )
 
-// Reporting defaults and bounds.
+// Reporting defaults and bounds; DefaultReporterOptions returns the
+// defaults. config refers to these instead of repeating them.
 const (
 	// DefaultInterval is how often a Reporter reports, as in Dubbo.
 	DefaultInterval = time.Minute
@@ -26,7 +27,9 @@ const (
 	DefaultSendTimeout = 5 * time.Second
 )
 
-// ReporterOptions configure a Reporter.
+// ReporterOptions configure a Reporter. As in every layer's options: every
+// zero field means the default (DefaultReporterOptions shows them); a
+// negative field is invalid (Validate).
 type ReporterOptions struct {
 	// Send delivers one report to the monitor service, for example the
 	// Collect field of a referred CollectorClient. Required. It is called
@@ -49,6 +52,36 @@ type ReporterOptions struct {
 	Host func() string
 	// Logger (default zap.NewNop()).
 	Logger *zap.Logger
+}
+
+// DefaultReporterOptions returns the defaults of every field (Send, Host
+// and Logger nil; Send is required).
+func DefaultReporterOptions() ReporterOptions {
+	return ReporterOptions{
+		Interval:      DefaultInterval,
+		SendTimeout:   DefaultSendTimeout,
+		BufferReports: DefaultBufferReports,
+		BufferBytes:   DefaultBufferBytes,
+	}
+}
+
+// Validate returns an error naming the first invalid field: a nil Send, an
+// Interval other than 0 (the default) below MinInterval, or a negative
+// SendTimeout, BufferReports or BufferBytes.
+func (o ReporterOptions) Validate() error {
+	switch {
+	case o.Send == nil:
+		return errors.New("monitor: ReporterOptions.Send is nil (required)")
+	case o.Interval != 0 && o.Interval < MinInterval:
+		return fmt.Errorf("monitor: report interval %v is below the minimum %v (want 0 for the default %v, or at least %v)", o.Interval, MinInterval, DefaultInterval, MinInterval)
+	case o.SendTimeout < 0:
+		return fmt.Errorf("monitor: SendTimeout %v is negative (want 0 for the default %v, or more)", o.SendTimeout, DefaultSendTimeout)
+	case o.BufferReports < 0:
+		return fmt.Errorf("monitor: BufferReports %d is negative (want 0 for the default %d, or more)", o.BufferReports, DefaultBufferReports)
+	case o.BufferBytes < 0:
+		return fmt.Errorf("monitor: BufferBytes %d is negative (want 0 for the default %d, or more)", o.BufferBytes, DefaultBufferBytes)
+	}
+	return nil
 }
 
 // ReporterStats are a Reporter's counters.
@@ -97,24 +130,25 @@ type pending struct {
 
 // NewReporter starts reporting m's counts with o. Close stops it.
 func NewReporter(m *Monitor, o ReporterOptions) (*Reporter, error) {
-	if m == nil || o.Send == nil {
-		return nil, errors.New("monitor: NewReporter: nil monitor or Send")
+	if m == nil {
+		return nil, errors.New("monitor: NewReporter: nil monitor")
 	}
-	switch {
-	case o.Interval == 0:
-		o.Interval = DefaultInterval
-	case o.Interval < MinInterval:
-		return nil, fmt.Errorf("monitor: report interval %v is below the minimum %v", o.Interval, MinInterval)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if o.SendTimeout <= 0 {
-		o.SendTimeout = DefaultSendTimeout
+	d := DefaultReporterOptions()
+	if o.Interval == 0 {
+		o.Interval = d.Interval
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = d.SendTimeout
 	}
 	o.SendTimeout = min(o.SendTimeout, o.Interval)
-	if o.BufferReports <= 0 {
-		o.BufferReports = DefaultBufferReports
+	if o.BufferReports == 0 {
+		o.BufferReports = d.BufferReports
 	}
-	if o.BufferBytes <= 0 {
-		o.BufferBytes = DefaultBufferBytes
+	if o.BufferBytes == 0 {
+		o.BufferBytes = d.BufferBytes
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -62,7 +62,7 @@ func runMonitor(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.http, "http", "127.0.0.1:8080", "host:port of the dashboard, /api/report and /metrics")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the database")
 	retention := fs.String("retention", "7d", "how long history is kept (a duration, or days like 7d)")
-	fs.DurationVar(&c.refresh, "refresh", 5*time.Second, "how often the dashboard reloads")
+	fs.DurationVar(&c.refresh, "refresh", server.DefaultRefresh, "how often the dashboard reloads")
 	fs.StringVar(&c.name, "name", "minidubbo-monitor", "application name of the monitor")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -117,7 +117,10 @@ func serveMonitor(ctx context.Context, c monitorConfig, ready func(service, http
 		return err
 	}
 	defer st.Close()
-	srv := server.New(st, server.Options{Refresh: c.refresh})
+	srv, err := server.New(st, server.Options{Refresh: c.refresh})
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", c.http)
 	if err != nil {

@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,21 +21,43 @@ import (
 	"github.com/minidubbo/minidubbo/monitor/store"
 )
 
-// Options tune a Server; the zero value is ready to use.
+// Options tune a Server. As in every layer's options: every zero field
+// means the default (DefaultOptions shows them); a negative field is
+// invalid (Validate).
 type Options struct {
 	// MaxSeries bounds the label sets /metrics keeps (default
 	// DefaultMaxSeries); rows of label sets beyond it are left out of the
 	// metrics (they are still stored) and counted in
 	// minidubbo_monitor_series_overflow_total.
 	MaxSeries int
-	// Refresh is how often the dashboard reloads its data (default 5 s).
+	// Refresh is how often the dashboard reloads its data (default
+	// DefaultRefresh, 5 s).
 	Refresh time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
-// DefaultMaxSeries is the default of Options.MaxSeries.
-const DefaultMaxSeries = 10000
+// Defaults of Options; DefaultOptions returns them all.
+const (
+	DefaultMaxSeries = 10000
+	DefaultRefresh   = 5 * time.Second
+)
+
+// DefaultOptions returns the defaults of every field (Now nil: time.Now).
+func DefaultOptions() Options {
+	return Options{MaxSeries: DefaultMaxSeries, Refresh: DefaultRefresh}
+}
+
+// Validate returns an error naming the first negative field.
+func (o Options) Validate() error {
+	switch {
+	case o.MaxSeries < 0:
+		return fmt.Errorf("monitor server: MaxSeries %d is negative (want 0 for the default %d, or more)", o.MaxSeries, DefaultMaxSeries)
+	case o.Refresh < 0:
+		return fmt.Errorf("monitor server: Refresh %v is negative (want 0 for the default %v, or more)", o.Refresh, DefaultRefresh)
+	}
+	return nil
+}
 
 // Server stores reports and serves them. It is safe for concurrent use.
 type Server struct {
@@ -48,13 +71,18 @@ type Server struct {
 	metrics  *callMetrics
 }
 
-// New returns a Server over st. The caller keeps owning st.
-func New(st *store.Store, o Options) *Server {
-	if o.MaxSeries <= 0 {
-		o.MaxSeries = DefaultMaxSeries
+// New returns a Server over st. The caller keeps owning st. Invalid
+// options (see Options.Validate) are an error.
+func New(st *store.Store, o Options) (*Server, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if o.Refresh <= 0 {
-		o.Refresh = 5 * time.Second
+	d := DefaultOptions()
+	if o.MaxSeries == 0 {
+		o.MaxSeries = d.MaxSeries
+	}
+	if o.Refresh == 0 {
+		o.Refresh = d.Refresh
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -81,7 +109,7 @@ func New(st *store.Store, o Options) *Server {
 		s.outcomes.WithLabelValues(o)
 	}
 	s.reg.MustRegister(s.outcomes, s.dropped, s.overflow, s.metrics)
-	return s
+	return s, nil
 }
 
 // Collector returns the monitor service to export: its one method,

@@ -84,7 +84,8 @@ func newFixture(t *testing.T) *fixture {
 	st, err := store.Open(t.TempDir(), store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	srv := New(st, Options{Refresh: 500 * time.Millisecond})
+	srv, err := New(st, Options{Refresh: 500 * time.Millisecond})
+	require.NoError(t, err)
 	f := &fixture{srv: srv, st: st, reports: traffic(time.Now())}
 	for _, r := range f.reports {
 		require.NoError(t, srv.Collector().Collect(testCtx(t), r))
@@ -315,7 +316,8 @@ func TestMetricsSeriesBound(t *testing.T) {
 	st, err := store.Open(t.TempDir(), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	srv := New(st, Options{MaxSeries: 2})
+	srv, err := New(st, Options{MaxSeries: 2})
+	require.NoError(t, err)
 	for _, r := range traffic(time.Now()) {
 		require.NoError(t, srv.Collect(testCtx(t), r))
 	}

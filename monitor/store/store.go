@@ -43,7 +43,9 @@ const (
 	MaxAmount   = 1 << 56 // each byte count and nanosecond sum in one report
 )
 
-// Options tune a Store; the zero value is ready to use.
+// Options tune a Store. As in every layer's options: every zero field
+// means the default (DefaultOptions shows them); a negative field is
+// invalid (Validate).
 type Options struct {
 	// Retention is how long rows and report records are kept
 	// (default DefaultRetention).
@@ -53,6 +55,17 @@ type Options struct {
 	ReadOnly bool
 	// Now is the clock (default time.Now); tests set it.
 	Now func() time.Time
+}
+
+// DefaultOptions returns the defaults of every field (Now nil: time.Now).
+func DefaultOptions() Options { return Options{Retention: DefaultRetention} }
+
+// Validate returns an error naming the first negative field.
+func (o Options) Validate() error {
+	if o.Retention < 0 {
+		return fmt.Errorf("store: Retention %v is negative (want 0 for the default %v, or more)", o.Retention, DefaultRetention)
+	}
+	return nil
 }
 
 // Store is the monitor's database. It is safe for concurrent use; writes
@@ -121,11 +134,11 @@ PRAGMA user_version = 1;
 // Open opens (creating it unless o.ReadOnly) the database in dir and
 // removes the rows older than the retention.
 func Open(dir string, o Options) (*Store, error) {
-	if o.Retention == 0 {
-		o.Retention = DefaultRetention
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if o.Retention < 0 {
-		return nil, fmt.Errorf("store: retention %v is negative", o.Retention)
+	if o.Retention == 0 {
+		o.Retention = DefaultOptions().Retention
 	}
 	if o.Now == nil {
 		o.Now = time.Now
