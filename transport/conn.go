@@ -83,7 +83,11 @@ type Conn struct {
 	wake       chan struct{}
 	closing    chan struct{}
 	writerDone chan struct{}
-	wg         sync.WaitGroup
+	// vectored: frames are written with writev from their own buffers
+	// (plain TCP); otherwise they are copied into a buffered writer (TLS,
+	// pipes), which writes them in few records and calls.
+	vectored bool
+	wg       sync.WaitGroup
 
 	lastRead atomic.Int64
 }
@@ -108,6 +112,10 @@ func newConn(nc net.Conn, h Handler, o *Options) *Conn {
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
+	}
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.vectored = true
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	c.wg.Go(c.readLoop)
@@ -474,6 +482,10 @@ func growExact(b []byte, n int) []byte {
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	var batch []*Buffer
+	var vw *vectorWriter
+	if c.vectored {
+		vw = &vectorWriter{}
+	}
 	for {
 		select {
 		case <-c.wake:
@@ -482,14 +494,26 @@ func (c *Conn) writeLoop() {
 			graceful := c.graceful
 			c.mu.Unlock()
 			if graceful {
-				bw := getWriter(c.nc, c.opts.WriteBufferSize)
-				_ = c.writeQueued(bw, &batch)
-				_ = bw.Flush()
-				putWriter(bw)
+				if vw != nil {
+					_ = c.writeVectored(vw, &batch)
+					vw.drop()
+				} else {
+					bw := getWriter(c.nc, c.opts.WriteBufferSize)
+					_ = c.writeQueued(bw, &batch)
+					_ = bw.Flush()
+					putWriter(bw)
+				}
 				c.nc.Close()
 			}
 			c.dropQueued()
 			return
+		}
+		if vw != nil {
+			if err := c.writeVectored(vw, &batch); err != nil {
+				vw.drop()
+				c.shutdown(err, false)
+			}
+			continue
 		}
 		// The buffer is held only while there is something to write.
 		bw := getWriter(c.nc, c.opts.WriteBufferSize)
@@ -535,16 +559,106 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 			q[i] = nil
 		}
 		*batch = q
-		c.mu.Lock()
-		c.queued -= written
-		if c.space != nil {
-			close(c.space)
-			c.space = nil
-		}
-		c.mu.Unlock()
+		c.dequeued(written)
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// dequeued takes n written bytes off the queue's count and wakes the
+// senders waiting for room.
+func (c *Conn) dequeued(n int) {
+	c.mu.Lock()
+	c.queued -= n
+	if c.space != nil {
+		close(c.space)
+		c.space = nil
+	}
+	c.mu.Unlock()
+}
+
+// Bounds of one vectored write.
+const (
+	maxVectorFrames = 1024 // the kernel's limit of buffers per writev
+	maxVectorBytes  = 1 << 20
+)
+
+// vectorWriter holds the frames of a batch until one writev has written
+// them all: their bytes are not copied into a write buffer.
+type vectorWriter struct {
+	frames []*Buffer
+	iov    net.Buffers // the frames' bytes; WriteTo consumes a copy
+	bytes  int
+}
+
+func (w *vectorWriter) add(f *Buffer) {
+	w.frames = append(w.frames, f)
+	w.iov = append(w.iov, f.B)
+	w.bytes += len(f.B)
+}
+
+// write writes and releases the frames held; it returns their byte count.
+func (w *vectorWriter) write(nc net.Conn) (int, error) {
+	bufs := w.iov
+	_, err := bufs.WriteTo(nc)
+	n := w.bytes
+	w.drop()
+	return n, err
+}
+
+// drop releases the frames held without writing them.
+func (w *vectorWriter) drop() {
+	for i, f := range w.frames {
+		f.Release()
+		w.frames[i] = nil
+	}
+	clear(w.iov)
+	w.frames, w.iov, w.bytes = w.frames[:0], w.iov[:0], 0
+}
+
+// writeVectored is writeQueued for connections that write a batch with one
+// writev: the frames are written from their own buffers. A batch is written
+// when the queue is empty (after one yield, as in writeQueued) or when it
+// reaches maxVectorFrames or maxVectorBytes.
+func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
+	yielded := false
+	for {
+		c.mu.Lock()
+		q := c.queue
+		c.queue = (*batch)[:0]
+		c.mu.Unlock()
+		if len(q) == 0 {
+			*batch = q
+			if len(w.frames) == 0 {
+				return nil
+			}
+			if !yielded {
+				yielded = true
+				runtime.Gosched()
+				continue
+			}
+			n, err := w.write(c.nc)
+			c.dequeued(n)
+			return err
+		}
+		for i, f := range q {
+			w.add(f)
+			q[i] = nil
+			if len(w.frames) >= maxVectorFrames || w.bytes >= maxVectorBytes {
+				n, err := w.write(c.nc)
+				c.dequeued(n)
+				if err != nil {
+					for _, g := range q[i+1:] {
+						g.Release()
+					}
+					clear(q)
+					*batch = q
+					return err
+				}
+			}
+		}
+		*batch = q
 	}
 }
 
