@@ -141,18 +141,26 @@ func (e prefixTrimmed) Error() string { return strings.TrimPrefix(e.err.Error(),
 func (e prefixTrimmed) Unwrap() error { return e.err }
 
 // userAttachments returns atts without the framework's keys (token and
-// the like), copying only when there is one to remove.
+// the like), copying only when there is one to remove, and nil when there
+// are only framework keys.
 func userAttachments(atts map[string]string) service.Attachments {
+	framework := 0
 	for k := range atts {
 		if protocol.IsFrameworkKey(k) {
-			out := make(service.Attachments, len(atts))
-			for k, v := range atts {
-				if !protocol.IsFrameworkKey(k) {
-					out[k] = v
-				}
-			}
-			return out
+			framework++
 		}
 	}
-	return atts
+	switch framework {
+	case 0:
+		return atts
+	case len(atts):
+		return nil
+	}
+	out := make(service.Attachments, len(atts)-framework)
+	for k, v := range atts {
+		if !protocol.IsFrameworkKey(k) {
+			out[k] = v
+		}
+	}
+	return out
 }

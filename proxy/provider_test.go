@@ -252,3 +252,34 @@ func TestProviderConcurrent(t *testing.T) {
 	}
 	assert.Equal(t, 800, impl.calls)
 }
+
+type incomingImpl struct{ got chan service.Attachments }
+
+func (s *incomingImpl) Peek(ctx context.Context) error {
+	s.got <- service.Incoming(ctx)
+	return nil
+}
+
+// A method sees the call's attachments without the framework's keys:
+// none at all when the call carried only framework keys.
+func TestProviderIncomingWithoutFrameworkKeys(t *testing.T) {
+	impl := &incomingImpl{got: make(chan service.Attachments, 1)}
+	p, err := proxy.NewProvider(protocol.NewURL("dubbo", "127.0.0.1", 20880, "demo.Peek", nil), impl)
+	require.NoError(t, err)
+	for name, tc := range map[string]struct{ sent, want map[string]string }{
+		"framework only": {map[string]string{protocol.KeyRemoteApplication: "shop", protocol.KeyToken: "secret"}, nil},
+		"mixed":          {map[string]string{protocol.KeyRemoteApplication: "shop", "tag": "blue"}, map[string]string{"tag": "blue"}},
+		"user only":      {map[string]string{"tag": "blue", "trace": "7"}, map[string]string{"tag": "blue", "trace": "7"}},
+		"none":           {nil, nil},
+	} {
+		_, err := p.Invoke(context.Background(), &protocol.Invocation{Method: "Peek", Attachments: tc.sent})
+		require.NoError(t, err, name)
+		got := <-impl.got
+		if tc.want == nil {
+			require.Nil(t, got, name)
+			continue
+		}
+		require.Equal(t, service.Attachments(tc.want), got, name)
+		require.Len(t, tc.sent, len(tc.sent), name)
+	}
+}

@@ -66,7 +66,12 @@ type MapLimits struct {
 
 // check returns an error wrapping ErrLimit if adding k, v (the entry
 // number n, 1-based, with total bytes so far) breaks l.
-func (l MapLimits) check(n, total int, k, v string) error {
+func (l MapLimits) check(n, total int, k, v string) error { return checkEntry(l, n, total, k, v) }
+
+// checkBytes is check of an entry still in the decoder's bytes.
+func (l MapLimits) checkBytes(n, total int, k, v []byte) error { return checkEntry(l, n, total, k, v) }
+
+func checkEntry[S string | []byte](l MapLimits, n, total int, k, v S) error {
 	switch {
 	case l.MaxEntries > 0 && n > l.MaxEntries:
 		return fmt.Errorf("%w: map of more than %d entries", ErrLimit, l.MaxEntries)

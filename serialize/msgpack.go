@@ -107,6 +107,8 @@ func (e *msgpackEncoder) Release() {
 	msgpackEncoders.Put(e)
 }
 
+var _ InterningDecoder = (*msgpackDecoder)(nil)
+
 var msgpackDecoders = sync.Pool{New: func() any {
 	d := &msgpackDecoder{d: msgpack.NewDecoder(nil)}
 	d.d.UseLooseInterfaceDecoding(true)
@@ -214,6 +216,64 @@ func (d *msgpackDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 			return nil, err
 		}
 		m[k] = v
+	}
+	return m, nil
+}
+
+// stringBytes reads the next value as a string (nil reads as "") and
+// returns its bytes in place, without copying them.
+func (d *msgpackDecoder) stringBytes() ([]byte, error) {
+	n, err := d.d.DecodeBytesLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	pos := len(d.data) - d.r.Len()
+	if pos < 0 || n > len(d.data)-pos {
+		return nil, io.ErrUnexpectedEOF
+	}
+	if _, err := d.r.Seek(int64(n), io.SeekCurrent); err != nil {
+		return nil, err
+	}
+	return d.data[pos : pos+n : pos+n], nil
+}
+
+func (d *msgpackDecoder) DecodeStringIntern(in Interner, max int) (string, error) {
+	b, err := d.stringBytes()
+	if err != nil {
+		return "", err
+	}
+	if max > 0 && len(b) > max {
+		return "", fmt.Errorf("%w: string of %d bytes, limit %d", ErrLimit, len(b), max)
+	}
+	return in.Intern(b, ""), nil
+}
+
+func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]string, error) {
+	n, err := d.d.DecodeMapLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	if err := l.checkEntries(n); err != nil {
+		return nil, err
+	}
+	// Grown as entries arrive: the declared count is not trusted for size.
+	m := make(map[string]string, min(n, 8))
+	total := 0
+	for i := range n {
+		kb, err := d.stringBytes()
+		if err != nil {
+			return nil, err
+		}
+		vb, err := d.stringBytes()
+		if err != nil {
+			return nil, err
+		}
+		total += len(kb) + len(vb)
+		if err := l.checkBytes(i+1, total, kb, vb); err != nil {
+			return nil, err
+		}
+		k := in.Intern(kb, "")
+		m[k] = in.Intern(vb, k)
 	}
 	return m, nil
 }

@@ -84,6 +84,26 @@ type Decoder interface {
 	Release()
 }
 
+// Interner gives the string equal to b, one it already holds when it can,
+// so that decoding a string that repeats on every call (a service or method
+// name, an attachment's key) allocates nothing. b is valid only during the
+// call; key is the map key when b is a map value, "" otherwise.
+type Interner interface {
+	Intern(b []byte, key string) string
+}
+
+// InterningDecoder is implemented by decoders that can take strings from
+// an Interner instead of allocating them (msgpack's). Callers fall back to
+// DecodeString and DecodeMap for decoders without it.
+type InterningDecoder interface {
+	// DecodeStringIntern is DecodeString with the string from in. When
+	// max > 0, a string longer than max bytes is an error wrapping
+	// ErrLimit, found before anything is allocated for it.
+	DecodeStringIntern(in Interner, max int) (string, error)
+	// DecodeMapIntern is DecodeMap with the keys and values from in.
+	DecodeMapIntern(l MapLimits, in Interner) (map[string]string, error)
+}
+
 // Table maps names and ids to serializers. It is safe for concurrent use.
 type Table struct {
 	mu     sync.RWMutex

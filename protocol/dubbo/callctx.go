@@ -23,17 +23,20 @@ type callCtx struct {
 	stop  func() bool // stops the AfterFunc on parent
 }
 
-func newCallCtx(parent context.Context, d time.Duration) (*callCtx, context.CancelFunc) {
+// newCallCtx returns the context of a call that must end by d from now;
+// the caller ends it with release (a method call, not a CancelFunc: a
+// method value would cost an allocation per call).
+func newCallCtx(parent context.Context, d time.Duration) *callCtx {
 	return newCallCtxUntil(parent, time.Now().Add(d))
 }
 
 // newCallCtxUntil is newCallCtx with a deadline instead of a duration.
-func newCallCtxUntil(parent context.Context, deadline time.Time) (*callCtx, context.CancelFunc) {
+func newCallCtxUntil(parent context.Context, deadline time.Time) *callCtx {
 	c := &callCtx{parent: parent, deadline: deadline}
 	if pd, ok := parent.Deadline(); ok && pd.Before(c.deadline) {
 		c.deadline = pd
 	}
-	return c, c.release
+	return c
 }
 
 func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, true }

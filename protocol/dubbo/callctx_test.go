@@ -20,7 +20,8 @@ func waitDone(t *testing.T, ch <-chan struct{}) {
 
 func TestCallCtxDeadline(t *testing.T) {
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
-	c, release := newCallCtx(parent, 20*time.Millisecond)
+	c := newCallCtx(parent, 20*time.Millisecond)
+	release := c.release
 	defer release()
 	if c.Value(ctxKey{}) != "v" {
 		t.Fatal("value not passed through")
@@ -37,7 +38,8 @@ func TestCallCtxDeadline(t *testing.T) {
 // Without Done ever asked for, Err still sees the deadline pass, and a
 // later Done is closed.
 func TestCallCtxDeadlineWithoutDone(t *testing.T) {
-	c, release := newCallCtx(context.Background(), time.Millisecond)
+	c := newCallCtx(context.Background(), time.Millisecond)
+	release := c.release
 	defer release()
 	dl, ok := c.Deadline()
 	if !ok {
@@ -55,7 +57,8 @@ func TestCallCtxDeadlineWithoutDone(t *testing.T) {
 func TestCallCtxParentCancel(t *testing.T) {
 	for _, armed := range []bool{false, true} {
 		parent, cancel := context.WithCancel(context.Background())
-		c, release := newCallCtx(parent, time.Hour)
+		c := newCallCtx(parent, time.Hour)
+		release := c.release
 		var done <-chan struct{}
 		if armed {
 			done = c.Done()
@@ -75,7 +78,8 @@ func TestCallCtxParentCancel(t *testing.T) {
 func TestCallCtxEarlierParentDeadline(t *testing.T) {
 	parent, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, release := newCallCtx(parent, time.Hour)
+	c := newCallCtx(parent, time.Hour)
+	release := c.release
 	defer release()
 	pd, _ := parent.Deadline()
 	if d, _ := c.Deadline(); !d.Equal(pd) {
@@ -86,7 +90,8 @@ func TestCallCtxEarlierParentDeadline(t *testing.T) {
 // release ends the context and stops what Done armed; a context derived
 // from it with the standard library follows.
 func TestCallCtxRelease(t *testing.T) {
-	c, release := newCallCtx(context.Background(), time.Hour)
+	c := newCallCtx(context.Background(), time.Hour)
+	release := c.release
 	child, cancel := context.WithCancel(c)
 	defer cancel()
 	release()

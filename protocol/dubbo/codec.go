@@ -70,16 +70,24 @@ func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.
 }
 
 // decodeRequestHead decodes everything before the arguments, the
-// attachments within lim.
-func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits) (request, error) {
+// attachments within lim, taking the strings from in when the decoder can
+// (in may be nil).
+func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits, in serialize.Interner) (request, error) {
 	var r request
+	id, _ := dec.(serialize.InterningDecoder)
+	if in == nil {
+		id = nil
+	}
 	for _, p := range [...]*string{&r.service, &r.version, &r.group, &r.method} {
-		s, err := dec.DecodeString()
+		var s string
+		var err error
+		if id != nil {
+			s, err = id.DecodeStringIntern(in, maxNameLen)
+		} else if s, err = dec.DecodeString(); err == nil && len(s) > maxNameLen {
+			err = fmt.Errorf("name of %d bytes, limit %d", len(s), maxNameLen)
+		}
 		if err != nil {
 			return r, fmt.Errorf("%w: dubbo: request head: %v", status.ErrBadRequest, err)
-		}
-		if len(s) > maxNameLen {
-			return r, fmt.Errorf("%w: dubbo: request head: name of %d bytes, limit %d", status.ErrBadRequest, len(s), maxNameLen)
 		}
 		*p = s
 	}
@@ -87,7 +95,12 @@ func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits) (request,
 	if r.timeoutMillis, err = dec.DecodeInt(); err != nil {
 		return r, fmt.Errorf("%w: dubbo: request timeout: %v", status.ErrBadRequest, err)
 	}
-	if r.atts, err = dec.DecodeMap(lim); err != nil {
+	if id != nil {
+		r.atts, err = id.DecodeMapIntern(lim, in)
+	} else {
+		r.atts, err = dec.DecodeMap(lim)
+	}
+	if err != nil {
 		return r, fmt.Errorf("%w: dubbo: %s.%s attachments: %w", status.ErrBadRequest, r.service, r.method, err)
 	}
 	if r.argc, err = dec.DecodeInt(); err != nil {
@@ -134,6 +147,15 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			args[i] = v
 			continue
 		}
+		if types[i] == stringType {
+			// The commonest argument, without reflect.New and a copy.
+			v, err := dec.DecodeString()
+			if err != nil {
+				return nil, argError(r, types, i, err)
+			}
+			args[i] = v
+			continue
+		}
 		p := reflect.New(types[i])
 		if err := dec.Decode(p.Interface()); err != nil {
 			return nil, argError(r, types, i, err)
@@ -142,6 +164,8 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 	}
 	return args, nil
 }
+
+var stringType = reflect.TypeFor[string]()
 
 func argError(r *request, types []reflect.Type, i int, err error) error {
 	if types == nil {

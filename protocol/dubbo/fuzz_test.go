@@ -40,10 +40,12 @@ func fuzzServer(tb testing.TB) *server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &server{p: p}
+	s := &server{p: p, names: newInterner()}
 	u := protocol.NewURL("dubbo", "127.0.0.1", 0, "fuzz.S", nil)
-	m := map[string]*exported{"fuzz.S": {inv: fuzzInvoker{u}, typer: fuzzInvoker{u}, serID: serialize.MsgpackID}}
+	m := map[string]*exported{"fuzz.S": {inv: fuzzInvoker{u}, typer: fuzzInvoker{u}, serID: serialize.MsgpackID,
+		names: []string{"fuzz.S", "M", "Any"}}}
 	s.services.Store(&m)
+	s.names.set(m)
 	return s
 }
 

@@ -35,6 +35,7 @@ type exported struct {
 	observer protocol.ResponseObserver // nil: nobody counts response bytes
 	token    []byte                    // required token attachment; nil: none
 	serID    byte                      // the serialization the service was exported with
+	names    []string                  // what its requests' heads carry, for the interner
 }
 
 // server serves the services exported on one port.
@@ -48,6 +49,7 @@ type server struct {
 
 	mu       sync.Mutex // writers of services
 	services atomic.Pointer[map[string]*exported]
+	names    *interner // the strings of the services' request heads
 }
 
 // argTyperOf finds the ArgTyper at the end of a chain of wrappers that have
@@ -72,7 +74,7 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 	if err != nil {
 		return nil, fmt.Errorf("dubbo: export: %w", err)
 	}
-	s := &server{p: p, tls: given, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	s := &server{p: p, tls: given, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{}), names: newInterner()}
 	s.keys = []string{addr}
 	if real := net.JoinHostPort(host, strconv.Itoa(s.port)); real != addr {
 		s.keys = append(s.keys, real)
@@ -114,6 +116,7 @@ func (s *server) add(key string, e *exported) error {
 	}
 	m[key] = e
 	s.services.Store(&m)
+	s.names.set(m)
 	return nil
 }
 
@@ -129,6 +132,7 @@ func (s *server) remove(key string) int {
 		}
 	}
 	s.services.Store(&m)
+	s.names.set(m)
 	return len(m)
 }
 
@@ -160,7 +164,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		return nil, fmt.Errorf("%w: dubbo: %v", status.ErrBadRequest, err)
 	}
 	defer dec.Release()
-	r, err := decodeRequestHead(dec, s.p.opts.Attachments)
+	r, err := decodeRequestHead(dec, s.p.opts.Attachments, s.names)
 	if err != nil {
 		if errors.Is(err, serialize.ErrLimit) && r.method != "" {
 			st.badAttachments.Add(1)
@@ -222,8 +226,9 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	if r.method == service.EchoMethod {
 		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
 	}
-	ctx, cancel := newCallCtxUntil(ctx, deadline)
-	defer cancel()
+	cctx := newCallCtxUntil(ctx, deadline)
+	defer cctx.release()
+	ctx = cctx
 	atts := r.atts
 	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts,
 		RemoteAddr: req.RemoteAddr, RequestBytes: len(req.Body)}
@@ -304,7 +309,8 @@ func (p *Protocol) export(inv protocol.Invoker, given *tls.Config) (*Exporter, e
 		return nil, fmt.Errorf("dubbo: export %s: port %d already serves another TLS configuration (the services of a port share one)", key, s.port)
 	}
 	ser, _ := p.opts.Serializers.Get(u.Serialization())
-	e := &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv), serID: ser.ID()}
+	e := &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv), serID: ser.ID(),
+		names: exportedNames(u, inv)}
 	if tok := u.Param(protocol.KeyToken, ""); tok != "" {
 		e.token = []byte(tok)
 	}
