@@ -13,6 +13,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/internal/testcert"
+	"github.com/minidubbo/minidubbo/internal/zktest"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/registry"
@@ -273,4 +274,64 @@ func TestTLSFileErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestE2ETLSFromYAML: with a real ZooKeeper, a provider configured in YAML
+// for mutual TLS registers tls=true and mtls=true; a consumer configured
+// in YAML with its CA and certificate calls it, one without TLS is told
+// what to set.
+func TestE2ETLSFromYAML(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := zktest.Client(t, zkc.Addrs()...)
+	p := newPKI(t)
+	registries := func(dir string) string {
+		return fmt.Sprintf("registries:\n  zk: {address: %q, session_timeout: 2s, timeout: 5s, cache_file: %q}",
+			zkc.Address(), filepath.Join(dir, "providers.cache"))
+	}
+
+	prov, err := config.New(parseYAML(t, `
+application: {name: tls-e2e-provider}
+%s
+protocols:
+  dubbo:
+    tls:
+      cert_file: %s
+      key_file: %s
+      client_ca_file: %s
+services:
+  named: {interface: %s}
+`, registries(t.TempDir()), p.serverCert, p.serverKey, p.ca, e2eInterface), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer prov.Shutdown(context.Background())
+	u, err := prov.Export(ctx, "named", named{name: "zk-tls"})
+	require.NoError(t, err)
+	kids := waitProviders(ctx, t, raw, u.Address())
+	registered, err := protocol.ParseURL(kids[0])
+	require.NoError(t, err)
+	require.Equal(t, "true", registered.Param(dubbo.KeyTLS, ""))
+	require.Equal(t, "true", registered.Param(dubbo.KeyMTLS, ""))
+
+	consumer := func(tlsYAML string) (string, error) {
+		app, err := config.New(parseYAML(t, `
+application: {name: tls-e2e-consumer}
+%s
+references:
+  named:
+    interface: %s
+    check: true
+%s
+`, registries(t.TempDir()), e2eInterface, tlsYAML), config.WithLogger(logger(t)))
+		require.NoError(t, err)
+		defer app.Shutdown(context.Background())
+		var cl namedClient
+		require.NoError(t, app.Refer(ctx, "named", &cl))
+		return cl.Who(ctx, 3)
+	}
+	got, err := consumer(indent(4, fmt.Sprintf("tls: {ca_file: %s, cert_file: %s, key_file: %s}", p.ca, p.clientCert, p.clientKey)))
+	require.NoError(t, err)
+	require.Equal(t, "zk-tls:3", got)
+	_, err = consumer("")
+	require.ErrorIs(t, err, dubbo.ErrTLSRequired)
+	require.ErrorContains(t, err, "set references.named.tls or consumer.tls")
 }
