@@ -177,7 +177,8 @@ type Application struct {
 	balancers  *loadbalance.Table
 	strategies *cluster.Table
 	protoOpts  dubbo.Options
-	tls        tlsConfigs // from the tls keys of Config
+	tls        tlsConfigs // from the tls keys of Config, and goTLS
+	goTLS      tlsConfigs // from WithServerTLS and WithClientTLS
 	// serializers are added to the protocol's table at New.
 	serializers []serialize.Serializer
 
@@ -230,6 +231,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		shared: map[string]bool{},
 		ports:  map[string]int{},
 		named:  named.New[protocol.Filter]("config", "filter", nil),
+		goTLS:  newTLSConfigs(),
 	}
 	for _, o := range opts {
 		if err := o(a); err != nil {
@@ -257,7 +259,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	if a.log == nil {
 		a.log = a.cfg.Logging.newLogger(nil)
 	}
-	tlsCfgs, err := loadTLS(&a.cfg)
+	tlsCfgs, err := loadTLS(&a.cfg, a.goTLS)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -69,6 +70,38 @@ type ConsumerConfig struct {
 	TLS *ClientTLSConfig `yaml:"tls"`
 }
 
+// WithServerTLS makes the port of the protocol id speak TLS with cfg: the
+// Go form of protocols.<id>.tls, for certificates that are not files (or
+// are rotated through cfg.GetCertificate). Mutual TLS is
+// cfg.ClientAuth = tls.RequireAndVerifyClientCert with cfg.ClientCAs.
+// Giving a protocol both is an error, as is an unknown id.
+func WithServerTLS(id string, cfg *tls.Config) Option {
+	return func(a *Application) error {
+		if cfg == nil {
+			return fmt.Errorf("config: WithServerTLS %q: nil *tls.Config", id)
+		}
+		a.goTLS.server[id] = cfg
+		return nil
+	}
+}
+
+// WithClientTLS makes the connections of the reference id speak TLS with
+// cfg: the Go form of references.<id>.tls, or, with id "", of
+// consumer.tls. Giving a reference both is an error, as is an unknown id.
+func WithClientTLS(id string, cfg *tls.Config) Option {
+	return func(a *Application) error {
+		if cfg == nil {
+			return fmt.Errorf("config: WithClientTLS %q: nil *tls.Config", id)
+		}
+		key := "consumer"
+		if id != "" {
+			key = "references." + id
+		}
+		a.goTLS.client[key] = cfg
+		return nil
+	}
+}
+
 // ErrPlaintextProvider is wrapped by the error of a call through a
 // reference with TLS to a provider whose URL does not say tls=true.
 var ErrPlaintextProvider = errors.New("the provider does not speak TLS (no tls=true on its URL)")
@@ -98,25 +131,55 @@ type tlsConfigs struct {
 	client map[string]*tls.Config // by "references.<id>", and "consumer" for the default
 }
 
-// loadTLS reads the files of every tls key of c.
-func loadTLS(c *Config) (tlsConfigs, error) {
-	out := tlsConfigs{server: map[string]*tls.Config{}, client: map[string]*tls.Config{}}
+func newTLSConfigs() tlsConfigs {
+	return tlsConfigs{server: map[string]*tls.Config{}, client: map[string]*tls.Config{}}
+}
+
+// loadTLS reads the files of every tls key of c, and adds the
+// configurations given in Go.
+func loadTLS(c *Config, given tlsConfigs) (tlsConfigs, error) {
+	out := newTLSConfigs()
 	var errs []error
+	for _, id := range sortedKeys(given.server) {
+		switch p, ok := c.Protocols[id]; {
+		case !ok:
+			errs = append(errs, fmt.Errorf("config: WithServerTLS: unknown protocol %q (known: %s)", id, strings.Join(sortedKeys(c.Protocols), ", ")))
+		case p.TLS != nil:
+			errs = append(errs, fmt.Errorf("config: WithServerTLS %q: protocols.%s.tls is set too; give one", id, id))
+		}
+		out.server[id] = given.server[id]
+	}
+	for _, key := range sortedKeys(given.client) {
+		var set bool
+		if id, ok := strings.CutPrefix(key, "references."); ok {
+			r, ok := c.References[id]
+			if !ok {
+				errs = append(errs, fmt.Errorf("config: WithClientTLS: unknown reference %q (known: %s)", id, strings.Join(sortedKeys(c.References), ", ")))
+			}
+			set = r.TLS != nil
+		} else {
+			set = c.Consumer.TLS != nil
+		}
+		if set {
+			errs = append(errs, fmt.Errorf("config: WithClientTLS: %s.tls is set too; give one", key))
+		}
+		out.client[key] = given.client[key]
+	}
 	for _, id := range sortedKeys(c.Protocols) {
-		if t := c.Protocols[id].TLS; t != nil {
+		if t := c.Protocols[id].TLS; t != nil && out.server[id] == nil {
 			cfg, err := t.load("protocols." + id + ".tls")
 			errs = append(errs, err)
 			out.server[id] = cfg
 		}
 	}
-	if t := c.Consumer.TLS; t != nil {
+	if t := c.Consumer.TLS; t != nil && out.client["consumer"] == nil {
 		cfg, err := t.load("consumer.tls")
 		errs = append(errs, err)
 		out.client["consumer"] = cfg
 	}
 	for _, id := range sortedKeys(c.References) {
-		if t := c.References[id].TLS; t != nil {
-			key := "references." + id
+		key := "references." + id
+		if t := c.References[id].TLS; t != nil && out.client[key] == nil {
 			cfg, err := t.load(key + ".tls")
 			errs = append(errs, err)
 			out.client[key] = cfg
@@ -280,13 +343,13 @@ func referTLS(p protocol.Protocol, u *protocol.URL, cfg *tls.Config, anyTLS bool
 	}()
 	switch {
 	case errors.Is(err, ErrPlaintextProvider):
-		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference speaks only TLS (%s.tls or consumer.tls); it is not called in plain TCP",
+		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference speaks only TLS (%s.tls, consumer.tls or WithClientTLS); it is not called in plain TCP",
 			key, u.Address(), err, key)
 	case errors.Is(err, dubbo.ErrTLSRequired):
-		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference has no TLS configuration: set %s.tls or consumer.tls (ca_file; cert_file and key_file when the provider wants client certificates)",
+		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference has no TLS configuration: set %s.tls or consumer.tls (ca_file; cert_file and key_file when the provider wants client certificates), or WithClientTLS in Go",
 			key, u.Address(), dubbo.ErrTLSRequired, key)
 	case errors.Is(err, dubbo.ErrClientCertRequired):
-		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference's TLS configuration has none: set cert_file and key_file in %s.tls or consumer.tls",
+		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference's TLS configuration has none: set cert_file and key_file in %s.tls or consumer.tls (Certificates with WithClientTLS in Go)",
 			key, u.Address(), dubbo.ErrClientCertRequired, key)
 	default:
 		return inv, err

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -193,7 +194,7 @@ func TestTLSConsumerRefusesPlaintext(t *testing.T) {
 	cl := tlsConsumer(ctx, t, reg, indent(4, "tls: {ca_file: "+p.ca+"}"), "")
 	_, err := cl.Who(ctx, 1)
 	require.ErrorIs(t, err, config.ErrPlaintextProvider)
-	require.ErrorContains(t, err, "the provider does not speak TLS (no tls=true on its URL), and this reference speaks only TLS (references.named.tls or consumer.tls)")
+	require.ErrorContains(t, err, "the provider does not speak TLS (no tls=true on its URL), and this reference speaks only TLS (references.named.tls, consumer.tls or WithClientTLS)")
 }
 
 // TestTLSDirectURL: a reference with a url key and tls calls a TLS
@@ -274,6 +275,39 @@ func TestTLSFileErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestTLSGoOptions: WithServerTLS and WithClientTLS name a protocol or
+// reference that exists, and do not silently beat a tls key.
+func TestTLSGoOptions(t *testing.T) {
+	p := newPKI(t)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	c := func() *config.Config {
+		return &config.Config{
+			Registries: map[string]config.RegistryConfig{"reg": {Address: "memory://x"}},
+			Protocols:  map[string]config.ProtocolConfig{"dubbo": {TLS: &config.ServerTLSConfig{CertFile: p.serverCert, KeyFile: p.serverKey}}},
+			References: map[string]config.ReferenceConfig{"greeter": {Interface: "demo.Greeter", TLS: &config.ClientTLSConfig{CAFile: p.ca}}},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		opt  config.Option
+		want string
+	}{
+		{"unknown protocol", config.WithServerTLS("dubo", cfg), `config: WithServerTLS: unknown protocol "dubo" (known: dubbo)`},
+		{"protocol set twice", config.WithServerTLS("dubbo", cfg), `config: WithServerTLS "dubbo": protocols.dubbo.tls is set too; give one`},
+		{"unknown reference", config.WithClientTLS("greter", cfg), `config: WithClientTLS: unknown reference "greter" (known: greeter)`},
+		{"reference set twice", config.WithClientTLS("greeter", cfg), `config: WithClientTLS: references.greeter.tls is set too; give one`},
+		{"nil", config.WithClientTLS("", nil), `config: WithClientTLS "": nil *tls.Config`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.New(c(), tc.opt, config.WithLogger(logger(t)))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	app, err := config.New(c(), config.WithClientTLS("", cfg), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	require.NoError(t, app.Shutdown(context.Background()))
 }
 
 // TestE2ETLSFromYAML: with a real ZooKeeper, a provider configured in YAML
