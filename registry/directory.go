@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -23,7 +24,10 @@ const DefaultLinger = time.Second
 // open for the calls still running on it.
 const DefaultDrainTimeout = 10 * time.Second
 
-// DirectoryOptions configure a Directory.
+// DirectoryOptions configure a Directory. As in every layer's options:
+// every zero field means the default (DefaultDirectoryOptions shows them);
+// a negative field is invalid (Validate). Off is said with a field of its
+// own (NoEmptyProtection), never with a number.
 type DirectoryOptions struct {
 	// Consumer names the service (interface, version, group) whose
 	// providers the directory keeps; providers that do not Match it are
@@ -35,11 +39,13 @@ type DirectoryOptions struct {
 	// example to add consumer-side filters with protocol.Chain).
 	Wrap func(protocol.Invoker) protocol.Invoker
 	// DrainTimeout bounds the wait for in-flight calls on a provider that
-	// left the list before its invoker is closed (default 10 s).
+	// left the list before its invoker is closed (default
+	// DefaultDrainTimeout, 10 s).
 	DrainTimeout time.Duration
 	// Linger is how long a departed provider's invoker stays open even when
 	// no call runs on it, for calls that picked it from an earlier snapshot
-	// but have not started yet (default 1 s, at most DrainTimeout).
+	// but have not started yet (default DefaultLinger, 1 s; at most
+	// DrainTimeout).
 	Linger time.Duration
 	// NoEmptyProtection turns empty protection off: an empty provider
 	// list then empties the directory at once, as Dubbo does by default.
@@ -53,7 +59,8 @@ type DirectoryOptions struct {
 	// calls that the providers could still answer.
 	NoEmptyProtection bool
 	// ProtectCheck is how often a protected provider's connection is
-	// checked; one that failed is dropped (default 1 s).
+	// checked; one that failed is dropped (default DefaultProtectCheck,
+	// 1 s).
 	ProtectCheck time.Duration
 	// Logger receives refer failures (warn) and provider-list changes
 	// (info) (default none).
@@ -62,6 +69,34 @@ type DirectoryOptions struct {
 
 // DefaultProtectCheck is the default of DirectoryOptions.ProtectCheck.
 const DefaultProtectCheck = time.Second
+
+// DefaultDirectoryOptions returns the defaults of every field (Consumer
+// and Protocol are required; Wrap and Logger nil: none).
+func DefaultDirectoryOptions() DirectoryOptions {
+	return DirectoryOptions{
+		DrainTimeout: DefaultDrainTimeout,
+		Linger:       DefaultLinger,
+		ProtectCheck: DefaultProtectCheck,
+	}
+}
+
+// Validate returns an error naming the first invalid field: a missing
+// Consumer or Protocol, or a negative duration.
+func (o DirectoryOptions) Validate() error {
+	switch {
+	case o.Consumer == nil:
+		return errors.New("registry: directory needs a consumer URL (DirectoryOptions.Consumer)")
+	case o.Protocol == nil:
+		return errors.New("registry: directory needs a protocol (DirectoryOptions.Protocol)")
+	case o.DrainTimeout < 0:
+		return fmt.Errorf("registry: DrainTimeout %v is negative (want 0 for the default %v, or more)", o.DrainTimeout, DefaultDrainTimeout)
+	case o.Linger < 0:
+		return fmt.Errorf("registry: Linger %v is negative (want 0 for the default %v, or more)", o.Linger, DefaultLinger)
+	case o.ProtectCheck < 0:
+		return fmt.Errorf("registry: ProtectCheck %v is negative (want 0 for the default %v, or more)", o.ProtectCheck, DefaultProtectCheck)
+	}
+	return nil
+}
 
 // Directory is the registry directory: a Listener that turns provider
 // lists into invokers, and a cluster.Directory that publishes them to the
@@ -110,21 +145,19 @@ var (
 // NewDirectory returns an empty directory; subscribe it to a registry to
 // fill it.
 func NewDirectory(o DirectoryOptions) (*Directory, error) {
-	if o.Consumer == nil {
-		return nil, errors.New("registry: directory needs a consumer URL")
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if o.Protocol == nil {
-		return nil, errors.New("registry: directory needs a protocol")
+	def := DefaultDirectoryOptions()
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = def.DrainTimeout
 	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = DefaultDrainTimeout
-	}
-	if o.Linger <= 0 {
-		o.Linger = DefaultLinger
+	if o.Linger == 0 {
+		o.Linger = def.Linger
 	}
 	o.Linger = min(o.Linger, o.DrainTimeout)
-	if o.ProtectCheck <= 0 {
-		o.ProtectCheck = DefaultProtectCheck
+	if o.ProtectCheck == 0 {
+		o.ProtectCheck = def.ProtectCheck
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

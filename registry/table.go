@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,7 +14,9 @@ import (
 // Options are the settings an application gives every registry it opens.
 // Each registry reads those it has a use for (an in-process registry has
 // no session or credentials); settings of its own it reads from the
-// address's parameters.
+// address's parameters. Zero fields mean each registry's own default
+// (registry/zookeeper's DefaultOptions, for example); negative ones are
+// invalid (Validate), and Table.Open refuses them.
 type Options struct {
 	// Application names the process (in registered URLs, cache files).
 	Application string
@@ -30,6 +33,20 @@ type Options struct {
 	CacheFile string
 	// Logger receives the registry's logs (nil: none).
 	Logger *zap.Logger
+}
+
+// Validate returns an error naming the first invalid field: a negative
+// timeout, or a Username without a Password (or the other way round).
+func (o Options) Validate() error {
+	switch {
+	case o.Timeout < 0:
+		return fmt.Errorf("registry: Timeout %v is negative (want 0 for the registry's default, or more)", o.Timeout)
+	case o.SessionTimeout < 0:
+		return fmt.Errorf("registry: SessionTimeout %v is negative (want 0 for the registry's default, or more)", o.SessionTimeout)
+	case (o.Username == "") != (o.Password == ""):
+		return errors.New("registry: Username and Password go together")
+	}
+	return nil
 }
 
 // Factory opens a registry for an address of the scheme it is registered
@@ -75,8 +92,12 @@ func (t *Table) Check(address string) error {
 	return err
 }
 
-// Open opens a registry for address with the factory of its scheme.
+// Open opens a registry for address with the factory of its scheme;
+// invalid o (see Options.Validate) is an error.
 func (t *Table) Open(address string, o Options) (Registry, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	f, err := t.t.Get(Scheme(address))
 	if err != nil {
 		return nil, err
