@@ -2,19 +2,13 @@ package config
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,13 +26,11 @@ import (
 	"github.com/minidubbo/minidubbo/monitor/prom"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
-	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/memory"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 	"github.com/minidubbo/minidubbo/serialize"
-	"github.com/minidubbo/minidubbo/status"
 )
 
 // Option configures an Application.
@@ -386,9 +378,19 @@ func (l *monitorLink) connect(ctx context.Context) error {
 		Interface: monitor.ServiceName, URL: mc.Address, Registries: mc.Registries,
 		LoadBalance: "random", Cluster: "failover", Retries: &retries, Timeout: monitor.DefaultSendTimeout,
 	}
+	// Only opening the registries takes the application's lock: building
+	// the reference waits for a provider list (up to the registries'
+	// timeout), which must not hold up Export and Refer meanwhile.
 	l.a.mu.Lock()
-	defer l.a.mu.Unlock()
-	ref, err := l.a.buildRef(ctx, "monitor", rc, l.proto, false, func(inv protocol.Invoker) error { return proxy.Refer(&l.client, inv) })
+	regs, err := l.a.referRegistries(rc)
+	l.a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ref, err := l.a.buildRef(ctx, refSpec{
+		key: "monitor", id: "monitor", rc: rc, regs: regs, proto: l.proto,
+		bind: func(inv protocol.Invoker) error { return proxy.Refer(&l.client, inv) },
+	})
 	if err != nil {
 		return err
 	}
@@ -471,109 +473,6 @@ func (a *Application) registriesFor(ids []string) ([]registry.Registry, error) {
 	return regs, nil
 }
 
-// Export serves impl as the service id of Config.Services and registers it
-// in the service's registries. impl's exported methods of the form
-// func(ctx, args...) (T, error) or func(ctx, args...) error are served. It
-// returns the registered provider URL, which carries the real port (or the
-// protocol's RegisterAddress, when one is set).
-func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return nil, errors.New("config: export: application is shut down")
-	}
-	sc, ok := a.cfg.Services[id]
-	if !ok {
-		return nil, fmt.Errorf("config: export: unknown service %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.Services), ", "))
-	}
-	pc := a.cfg.Protocols[sc.Protocol]
-	port := pc.Port
-	if p, ok := a.ports[sc.Protocol]; ok {
-		port = p
-	}
-	params := map[string]string{
-		protocol.KeyInterface:     sc.Interface,
-		protocol.KeyApplication:   a.cfg.Application.Name,
-		protocol.KeySide:          "provider",
-		protocol.KeyTimestamp:     strconv.FormatInt(time.Now().UnixMilli(), 10),
-		protocol.KeyTimeout:       strconv.FormatInt(sc.Timeout.Milliseconds(), 10),
-		protocol.KeySerialization: pc.Serialization,
-	}
-	setIf(params, protocol.KeyVersion, sc.Version)
-	setIf(params, protocol.KeyGroup, sc.Group)
-	setIf(params, protocol.KeyTag, sc.Tag)
-	if sc.Weight != nil {
-		params[protocol.KeyWeight] = strconv.Itoa(*sc.Weight)
-	}
-	if sc.Warmup != nil {
-		params[protocol.KeyWarmup] = strconv.FormatInt(sc.Warmup.Milliseconds(), 10)
-	}
-	if sc.Executes > 0 {
-		params[protocol.KeyExecutes] = strconv.Itoa(sc.Executes)
-	}
-	token := sc.Token
-	if token == "true" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("config: export %s: token: %w", id, err)
-		}
-		token = hex.EncodeToString(b[:])
-	}
-	setIf(params, protocol.KeyToken, token)
-	u := protocol.NewURL(dubbo.Name, pc.Host, port, sc.Interface, params)
-	prov, err := proxy.NewProvider(u, impl)
-	if err != nil {
-		return nil, fmt.Errorf("config: export %s: %w", id, err)
-	}
-	u = u.With(protocol.KeyMethods, strings.Join(prov.Methods(), ",")).With(proxy.KeySignatures, prov.Signatures())
-	counting := a.monitor.ProviderFilter()
-	if port != 0 {
-		counting.SetAddr(net.JoinHostPort(pc.Host, strconv.Itoa(port)))
-	}
-	filters := []protocol.Filter{counting}
-	// The token is not a filter here: the dubbo protocol checks it from the
-	// URL before any argument is decoded.
-	if sc.Executes > 0 {
-		filters = append(filters, filter.NewExecutes(sc.Executes))
-	}
-	filters = append(filters, a.filters.provider...)
-	filters = append(filters, a.byName(sc.Filters)...)
-	exp, err := a.proto.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, filters...), url: u}, a.tls.server[sc.Protocol])
-	if err != nil {
-		return nil, fmt.Errorf("config: export %s: %w", id, err)
-	}
-	real := exp.URL()
-	counting.SetAddr(real.Address())
-	a.ports[sc.Protocol] = real.Port
-	if pc.RegisterAddress != "" { // checked by validate
-		host, port, _ := splitRegisterAddress(pc.RegisterAddress)
-		real = protocol.NewURL(real.Protocol, host, port, real.Path, real.Params())
-	}
-	regs, err := a.registriesFor(sc.Registries)
-	if err == nil {
-		for i, r := range regs {
-			regID := a.registryIDs(sc.Registries)[i]
-			if check := a.cfg.Registries[regID].Check; check == nil || *check {
-				if err = a.awaitRegistry(ctx, regID, r, "service "+id); err != nil {
-					err = fmt.Errorf("config: export %s: %w", id, err)
-					break
-				}
-			}
-			if err = r.Register(ctx, real); err != nil {
-				err = fmt.Errorf("config: export %s: register: %w", id, err)
-				break
-			}
-		}
-	}
-	if err != nil {
-		_ = exp.Unexport()
-		return nil, err
-	}
-	a.exports = append(a.exports, &export{url: real, exporter: exp, regs: regs})
-	a.log.Info("exported", zap.String("service", id), zap.Stringer("url", real))
-	return real, nil
-}
-
 // consumerHost is the address consumers register with and report as.
 const consumerHost = "127.0.0.1"
 
@@ -585,19 +484,6 @@ func classify(side monitor.Side, err error) string {
 	}
 	return monitor.Classify(side, err)
 }
-
-// urlInvoker gives a filter chain the export URL while keeping the
-// provider's argument types visible to the protocol.
-type urlInvoker struct {
-	protocol.Invoker
-	url *protocol.URL
-}
-
-func (u *urlInvoker) URL() *protocol.URL { return u.url }
-
-// Unwrap lets the protocol find the provider's argument types behind the
-// filters.
-func (u *urlInvoker) Unwrap() protocol.Invoker { return u.Invoker }
 
 func setIf(m map[string]string, k, v string) {
 	if v != "" {
@@ -615,462 +501,6 @@ func (a *Application) byName(names []string) []protocol.Filter {
 		}
 	}
 	return out
-}
-
-// Refer fills stub, a pointer to a struct of func fields, so that its
-// calls go to the providers of the reference id of Config.References,
-// through the reference's router, load balancer and fault-tolerance
-// strategy. See proxy.Refer for the rules on stub's fields.
-//
-// Refer checks stub against the method signatures the providers listed
-// now publish (see ReferenceConfig.Contract) and that every key of the
-// reference's methods names a method of stub.
-func (a *Application) Refer(ctx context.Context, id string, stub any) error {
-	if err := a.checkMethodsKeys(id, stub); err != nil {
-		return err
-	}
-	// The stub is filled on a scratch copy first and handed over only once
-	// the contract check passed, so a failed Refer leaves it untouched.
-	scratch := scratchStub(stub)
-	err := a.refer(ctx, id, func(inv protocol.Invoker) error { return proxy.Refer(scratch, inv) }, stub)
-	if err == nil {
-		copyFuncs(reflect.ValueOf(stub).Elem(), reflect.ValueOf(scratch).Elem())
-	}
-	return err
-}
-
-// ReferGeneric returns a generic client for the reference id: it calls any
-// method by name with []any arguments, without the service's Go types, for
-// tools such as the minidubbo CLI. Arguments are converted to the provider's
-// parameter types when no value is lost.
-func (a *Application) ReferGeneric(ctx context.Context, id string) (*proxy.Generic, error) {
-	var g *proxy.Generic
-	err := a.refer(ctx, id, func(inv protocol.Invoker) (err error) {
-		g, err = proxy.NewGeneric(inv)
-		return err
-	}, nil)
-	return g, err
-}
-
-// refer builds the reference id and hands its top invoker to bind.
-func (a *Application) refer(ctx context.Context, id string, bind func(protocol.Invoker) error, stub any) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return errors.New("config: refer: application is shut down")
-	}
-	rc, ok := a.cfg.References[id]
-	if !ok {
-		return fmt.Errorf("config: refer: unknown reference %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.References), ", "))
-	}
-	ref, err := a.buildRef(ctx, "references."+id, rc, a.proto, true, bind)
-	if err != nil {
-		return err
-	}
-	if err := a.checkContract(id, rc, ref, stub); err != nil {
-		ref.close()
-		return err
-	}
-	ref.id = id
-	a.refs = append(a.refs, ref)
-	return nil
-}
-
-// buildRef builds a reference to rc over p (a.mu held) and hands its top
-// invoker to bind. key names it in errors ("references.<id>"). counted
-// puts the monitor's filters in its chains.
-func (a *Application) buildRef(ctx context.Context, key string, rc ReferenceConfig, p *dubbo.Protocol, counted bool, bind func(protocol.Invoker) error) (*reference, error) {
-	id := strings.TrimPrefix(key, "references.")
-	params := map[string]string{
-		protocol.KeyInterface:   rc.Interface,
-		protocol.KeyApplication: a.cfg.Application.Name,
-		protocol.KeySide:        "consumer",
-		protocol.KeyCategory:    registry.CategoryConsumers,
-		protocol.KeyTimestamp:   strconv.FormatInt(time.Now().UnixMilli(), 10),
-		protocol.KeyLoadBalance: rc.LoadBalance,
-		protocol.KeyCluster:     rc.Cluster,
-		protocol.KeyRetries:     strconv.Itoa(*rc.Retries),
-	}
-	if rc.Timeout > 0 {
-		params[protocol.KeyTimeout] = strconv.FormatInt(rc.Timeout.Milliseconds(), 10)
-	}
-	setIf(params, protocol.KeyVersion, rc.Version)
-	setIf(params, protocol.KeyGroup, rc.Group)
-	if rc.Hash.Nodes > 0 {
-		params[loadbalance.KeyHashNodes] = strconv.Itoa(rc.Hash.Nodes)
-	}
-	if len(rc.Hash.Arguments) > 0 {
-		idx := make([]string, len(rc.Hash.Arguments))
-		for i, n := range rc.Hash.Arguments {
-			idx[i] = strconv.Itoa(n)
-		}
-		params[loadbalance.KeyHashArguments] = strings.Join(idx, ",")
-	}
-	setIf(params, loadbalance.KeyHashAttachment, rc.Hash.Attachment)
-	host := consumerHost
-	if h, err := os.Hostname(); err == nil && h != "" {
-		params["hostname"] = h
-	}
-	consumer := protocol.NewURL("consumer", host, 0, rc.Interface, params)
-
-	var routers []cluster.Router
-	routers = append(routers, cluster.NewTagRouter())
-	for i, rule := range rc.Routers {
-		r, err := cluster.NewConditionRouter(rule, cluster.ConditionOptions{Consumer: consumer})
-		if err != nil {
-			return nil, fmt.Errorf("config: %s.routers[%d]: %w", key, i, err)
-		}
-		routers = append(routers, r)
-	}
-	ref := &reference{consumer: consumer}
-	cparams := consumerTimeouts(rc)
-	cparams[protocol.KeyRemoteApplication] = a.cfg.Application.Name
-	proto := consumerProtocol{Protocol: p, params: cparams, key: key, log: a.log.Named("directory"),
-		tls: a.tls.forReference(key), anyTLS: a.tls.forReference(key) != nil || a.protoOpts.ClientTLS != nil}
-	wrap := func(inv protocol.Invoker) protocol.Invoker {
-		var fs []protocol.Filter
-		if counted {
-			fs = append(fs, a.monitor.AttemptFilter(inv.URL().Address()))
-		}
-		if tok := inv.URL().Param(protocol.KeyToken, ""); tok != "" {
-			fs = append(fs, filter.NewTokenAttach(tok))
-		}
-		fs = append(fs, a.filters.attempt...)
-		fs = append(fs, a.byName(rc.AttemptFilters)...)
-		return protocol.Chain(inv, fs...)
-	}
-	var dir cluster.Directory
-	if rc.URL != "" {
-		for _, s := range strings.Split(rc.URL, ",") {
-			u, err := directURL(strings.TrimSpace(s), rc)
-			if err != nil {
-				ref.closeDirect()
-				return nil, fmt.Errorf("config: %s.url: %w", key, err)
-			}
-			inv, err := proto.refer(u, true)
-			if err != nil {
-				ref.closeDirect()
-				return nil, fmt.Errorf("config: %s.url: %w", key, err)
-			}
-			ref.direct = append(ref.direct, wrap(inv))
-		}
-		dir = cluster.NewStatic(ref.direct...)
-	} else {
-		d, err := registry.NewDirectory(registry.DirectoryOptions{
-			Consumer:          consumer,
-			Protocol:          proto,
-			Wrap:              wrap,
-			NoEmptyProtection: rc.EmptyProtection != nil && !*rc.EmptyProtection,
-			Logger:            a.log.Named("directory"),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("config: refer %s: %w", id, err)
-		}
-		ref.dir = d
-		dir = d
-	}
-
-	// One cluster invoker per load balancer in use: the reference's, and
-	// those that methods override.
-	byBalancer := map[string]*cluster.Invoker{}
-	stats := loadbalance.NewStats(nil) // in-flight and latency per provider, shared by them all
-	bopts, err := loadbalance.OptionsFromURL(consumer)
-	if err != nil {
-		ref.close()
-		return nil, fmt.Errorf("config: references.%s.hash: %w", id, err)
-	}
-	bopts = append(bopts, loadbalance.WithStats(stats))
-	methodRetries := map[string]int{}
-	for m, mc := range rc.Methods {
-		if mc.Retries != nil {
-			methodRetries[m] = *mc.Retries
-		}
-	}
-	newCluster := func(lb string) (*cluster.Invoker, error) {
-		if c, ok := byBalancer[lb]; ok {
-			return c, nil
-		}
-		c, err := cluster.New(dir, cluster.Options{
-			Strategy:        rc.Cluster,
-			Strategies:      a.strategies,
-			LoadBalance:     lb,
-			Balancers:       a.balancers,
-			BalancerOptions: bopts,
-			Retries:         *rc.Retries,
-			MethodRetries:   methodRetries,
-			Forks:           rc.Forks,
-			FailbackRetries: rc.Failback.Retries,
-			FailbackQueue:   rc.Failback.Queue,
-			FailbackBackoff: rc.Failback.Backoff,
-			FailbackTimeout: rc.Failback.Timeout,
-			Routers:         routers,
-			Logger:          a.log.Named("cluster"),
-			URL:             consumer,
-		})
-		if err != nil {
-			return nil, err
-		}
-		byBalancer[lb] = c
-		ref.clusters = append(ref.clusters, c)
-		return c, nil
-	}
-	top, err := newCluster(rc.LoadBalance)
-	if err != nil {
-		ref.close()
-		return nil, fmt.Errorf("config: refer %s: %w", id, err)
-	}
-	mi := &methodInvoker{def: top, url: consumer, methods: map[string]methodOptions{}}
-	for m, mc := range rc.Methods {
-		mo := methodOptions{invoker: top}
-		if mc.LoadBalance != "" {
-			if mo.invoker, err = newCluster(mc.LoadBalance); err != nil {
-				ref.close()
-				return nil, fmt.Errorf("config: refer %s method %s: %w", id, m, err)
-			}
-		}
-		mi.methods[m] = mo
-	}
-	if ref.dir != nil {
-		// Rules from the registry's routers category apply after the
-		// configured ones.
-		ref.listener = &routerListener{Directory: ref.dir, clusters: ref.clusters, fixed: routers, consumer: consumer, log: a.log}
-	}
-	if ref.dir != nil {
-		regs, err := a.registriesFor(rc.Registries)
-		if err != nil {
-			ref.close()
-			return nil, err
-		}
-		for _, r := range regs {
-			if err := r.Subscribe(consumer, ref.listener); err != nil {
-				ref.close()
-				return nil, fmt.Errorf("config: refer %s: subscribe: %w", id, err)
-			}
-			ref.subs = append(ref.subs, r)
-			// Consumers register themselves too, as Dubbo's do; a failure
-			// here does not stop calls, and a registry that does not answer
-			// now gets the registration in the background.
-			rctx := ctx
-			if hr, ok := r.(registry.HealthReporter); ok && !hr.Health(nil).Connected {
-				var cancel context.CancelFunc
-				rctx, cancel = context.WithCancel(ctx)
-				cancel()
-			}
-			if err := r.Register(rctx, consumer); err != nil {
-				a.log.Warn("register consumer", zap.String("reference", id), zap.Error(err))
-			}
-		}
-		// Wait for the first provider list (from the registry, or from the
-		// cache when the registry is unreachable), so that the first call
-		// does not fail for want of a list that is on its way.
-		wait := a.referWait(rc.Registries)
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		if err = ref.dir.WaitReady(wctx); err != nil {
-			err = fmt.Errorf("%w %s: no provider list within %v (%w)", cluster.ErrNoProvider, consumer.ServiceKey(), wait, err)
-		}
-		cancel()
-		if rc.Check {
-			if err == nil && len(ref.dir.Snapshot().Invokers()) == 0 {
-				err = fmt.Errorf("%w %s", cluster.ErrNoProvider, consumer.ServiceKey())
-			}
-			if err != nil {
-				asked := a.describeRegistries(a.registryIDs(rc.Registries), ref.subs, consumer)
-				ref.close()
-				return nil, fmt.Errorf("config: refer %s: check: %w; asked %s", id, err, asked)
-			}
-		} else if err != nil {
-			a.log.Warn("no provider list yet (registry unreachable and nothing cached?); calls fail until one arrives",
-				zap.String("reference", id), zap.String("service", consumer.ServiceKey()),
-				zap.String("registries", a.describeRegistries(a.registryIDs(rc.Registries), ref.subs, consumer)), zap.Error(err))
-		}
-	}
-	// The call-level counts go above the cluster: once per call, whether
-	// or not it reached a provider.
-	var head protocol.Invoker = mi
-	if ref.dir != nil {
-		regIDs, regs := a.registryIDs(rc.Registries), ref.subs
-		head = explainingInvoker{Invoker: mi, explain: func() string { return a.describeRegistries(regIDs, regs, consumer) }}
-	}
-	var calls []protocol.Filter
-	if counted {
-		calls = append(calls, a.monitor.CallFilter())
-	}
-	calls = append(calls, a.filters.call...)
-	calls = append(calls, a.byName(rc.CallFilters)...)
-	head = protocol.Chain(head, calls...)
-	if err := bind(head); err != nil {
-		ref.close()
-		return nil, fmt.Errorf("config: refer %s: %w", id, err)
-	}
-	return ref, nil
-}
-
-// referWait is how long Refer waits for a first provider list: the
-// longest timeout of the reference's registries.
-func (a *Application) referWait(ids []string) time.Duration {
-	if len(ids) == 0 {
-		ids = sortedKeys(a.cfg.Registries)
-	}
-	var d time.Duration
-	for _, id := range ids {
-		d = max(d, a.cfg.Registries[id].Timeout)
-	}
-	return d
-}
-
-func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
-	if !strings.Contains(s, "://") {
-		s = "dubbo://" + s
-	}
-	u, err := protocol.ParseURL(s)
-	if err != nil {
-		return nil, err
-	}
-	if u.Path == "" {
-		u.Path = rc.Interface
-	}
-	if u.Port == 0 {
-		return nil, fmt.Errorf("%q: missing port", s)
-	}
-	u = u.With(protocol.KeyInterface, rc.Interface)
-	if rc.Version != "" {
-		u = u.With(protocol.KeyVersion, rc.Version)
-	}
-	if rc.Group != "" {
-		u = u.With(protocol.KeyGroup, rc.Group)
-	}
-	return u, nil
-}
-
-// consumerTimeouts returns the reference's own timeouts, in milliseconds,
-// as URL parameters the dubbo protocol reads, each with the setting it
-// comes from (protocol.KeyTimeoutSource) for timeout errors to name:
-// "timeout" when the reference sets one (a defaulted one is not laid over
-// the provider's advertised timeout), and "{method}.timeout" for each
-// method that sets one.
-func consumerTimeouts(rc ReferenceConfig) map[string]string {
-	p := map[string]string{}
-	if rc.Timeout > 0 && !rc.timeoutDefaulted {
-		p[protocol.KeyTimeout] = strconv.FormatInt(rc.Timeout.Milliseconds(), 10)
-		p[protocol.KeyTimeoutSource] = protocol.TimeoutSourceValue(status.SourceReference)
-	}
-	for m, mc := range rc.Methods {
-		if mc.Timeout > 0 {
-			p[m+"."+protocol.KeyTimeout] = strconv.FormatInt(mc.Timeout.Milliseconds(), 10)
-			p[m+"."+protocol.KeyTimeoutSource] = protocol.TimeoutSourceValue(status.SourceMethod)
-		}
-	}
-	return p
-}
-
-// consumerProtocol refers providers with the consumer's parameters laid
-// over theirs, so the protocol reads them once per provider rather than per
-// call. Timeouts follow Dubbo's precedence: the consumer's method timeout,
-// else the consumer's reference timeout, else the provider's method
-// timeout, else the provider's service timeout. So when the reference sets
-// a timeout, the provider's per-method timeouts are dropped: they must not
-// beat it.
-type consumerProtocol struct {
-	protocol.Protocol
-	params map[string]string
-	// For TLS (see referTLS): the reference's configuration (nil: the
-	// protocol's), whether it speaks TLS at all, its key in errors.
-	tls    *tls.Config
-	anyTLS bool
-	key    string
-	log    *zap.Logger
-}
-
-func (c consumerProtocol) Refer(u *protocol.URL) (protocol.Invoker, error) { return c.refer(u, false) }
-
-// refer refers u; direct says it comes from the reference's url key.
-func (c consumerProtocol) refer(u *protocol.URL, direct bool) (protocol.Invoker, error) {
-	_, refTimeout := c.params[protocol.KeyTimeout]
-	params := u.Params()
-	for k := range params {
-		switch {
-		case k == protocol.KeyTimeoutSource || strings.HasSuffix(k, "."+protocol.KeyTimeoutSource):
-			delete(params, k) // the consumer's own parameter; a provider's is a lie
-		case refTimeout && strings.HasSuffix(k, "."+protocol.KeyTimeout):
-			delete(params, k)
-		}
-	}
-	for k, v := range c.params {
-		params[k] = v
-	}
-	return referTLS(c.Protocol, protocol.NewURL(u.Protocol, u.Host, u.Port, u.Path, params), c.tls, c.anyTLS, c.key, direct, c.log)
-}
-
-// routerListener keeps the cluster invokers' routers in step with the
-// routing rules the registry holds for the service.
-type routerListener struct {
-	*registry.Directory
-	clusters []*cluster.Invoker
-	fixed    []cluster.Router
-	consumer *protocol.URL
-	log      *zap.Logger
-}
-
-func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
-	rs, err := cluster.RoutersFromURLs(urls, l.consumer)
-	if err != nil {
-		l.log.Warn("bad routing rule in registry; keeping the previous rules", zap.Error(err))
-		return
-	}
-	all := append(append([]cluster.Router{}, l.fixed...), rs...)
-	for _, c := range l.clusters {
-		c.SetRouters(all)
-	}
-}
-
-type methodOptions struct {
-	invoker protocol.Invoker
-}
-
-// methodInvoker sends each method's calls to the cluster invoker of its
-// load balancer. Retries are the cluster invoker's per-method setting and
-// timeouts are laid over the provider URLs at refer time (see
-// consumerProtocol): no setting rides on the call's attachments.
-type methodInvoker struct {
-	def     protocol.Invoker
-	url     *protocol.URL
-	methods map[string]methodOptions
-}
-
-func (m *methodInvoker) URL() *protocol.URL { return m.url }
-
-func (m *methodInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
-	next := m.def
-	if mo, ok := m.methods[inv.Method]; ok {
-		next = mo.invoker
-	}
-	return next.Invoke(ctx, inv)
-}
-
-func (r *reference) closeDirect() {
-	for _, inv := range r.direct {
-		if c, ok := inv.(io.Closer); ok {
-			_ = c.Close()
-		}
-	}
-}
-
-func (r *reference) close() { r.closeContext(context.Background()) }
-
-// closeContext closes the reference, waiting for the calls it has running
-// until ctx is done at the latest.
-func (r *reference) closeContext(ctx context.Context) {
-	for _, reg := range r.subs {
-		_ = reg.Unsubscribe(r.consumer, r.listener)
-		_ = reg.Unregister(ctx, r.consumer)
-	}
-	for _, c := range r.clusters {
-		_ = c.Close()
-	}
-	if r.dir != nil {
-		_ = r.dir.CloseContext(ctx)
-	}
-	r.closeDirect()
 }
 
 // Run blocks until ctx is done or the process gets SIGINT or SIGTERM, then

@@ -1,0 +1,184 @@
+package config
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/monitor"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/protocol/filter"
+	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/registry"
+)
+
+// Export serves impl as the service id of Config.Services and registers it
+// in the service's registries. impl's exported methods of the form
+// func(ctx, args...) (T, error) or func(ctx, args...) error are served. It
+// returns the registered provider URL, which carries the real port (or the
+// protocol's RegisterAddress, when one is set).
+//
+// The steps: describe the provider (providerURL), wrap impl in a provider
+// invoker (newProvider), put the filters in front of it
+// (providerFilters), serve it on the protocol's port, and register the
+// URL consumers are to dial (publishedURL, registerProvider).
+func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, errors.New("config: export: application is shut down")
+	}
+	sc, ok := a.cfg.Services[id]
+	if !ok {
+		return nil, fmt.Errorf("config: export: unknown service %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.Services), ", "))
+	}
+	u, err := a.providerURL(sc)
+	if err != nil {
+		return nil, fmt.Errorf("config: export %s: %w", id, err)
+	}
+	prov, u, err := a.newProvider(u, impl)
+	if err != nil {
+		return nil, fmt.Errorf("config: export %s: %w", id, err)
+	}
+	counting := a.monitor.ProviderFilter()
+	if u.Port != 0 {
+		counting.SetAddr(u.Address())
+	}
+	exp, err := a.proto.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, a.providerFilters(sc, counting)...), url: u}, a.tls.server[sc.Protocol])
+	if err != nil {
+		return nil, fmt.Errorf("config: export %s: %w", id, err)
+	}
+	bound := exp.URL()
+	counting.SetAddr(bound.Address())
+	a.ports[sc.Protocol] = bound.Port
+	published := a.publishedURL(sc, bound)
+	regs, err := a.registerProvider(ctx, id, sc, published)
+	if err != nil {
+		_ = exp.Unexport()
+		return nil, err
+	}
+	a.exports = append(a.exports, &export{url: published, exporter: exp, regs: regs})
+	a.log.Info("exported", zap.String("service", id), zap.Stringer("url", published))
+	return published, nil
+}
+
+// providerURL describes the service sc as its provider URL, on the port
+// its protocol is bound to (or configured with, before the first export
+// binds it), with a fresh random token when sc.Token is "true" (a.mu
+// held).
+func (a *Application) providerURL(sc ServiceConfig) (*protocol.URL, error) {
+	pc := a.cfg.Protocols[sc.Protocol]
+	port := pc.Port
+	if p, ok := a.ports[sc.Protocol]; ok {
+		port = p
+	}
+	params := map[string]string{
+		protocol.KeyInterface:     sc.Interface,
+		protocol.KeyApplication:   a.cfg.Application.Name,
+		protocol.KeySide:          "provider",
+		protocol.KeyTimestamp:     strconv.FormatInt(time.Now().UnixMilli(), 10),
+		protocol.KeyTimeout:       strconv.FormatInt(sc.Timeout.Milliseconds(), 10),
+		protocol.KeySerialization: pc.Serialization,
+	}
+	setIf(params, protocol.KeyVersion, sc.Version)
+	setIf(params, protocol.KeyGroup, sc.Group)
+	setIf(params, protocol.KeyTag, sc.Tag)
+	if sc.Weight != nil {
+		params[protocol.KeyWeight] = strconv.Itoa(*sc.Weight)
+	}
+	if sc.Warmup != nil {
+		params[protocol.KeyWarmup] = strconv.FormatInt(sc.Warmup.Milliseconds(), 10)
+	}
+	if sc.Executes > 0 {
+		params[protocol.KeyExecutes] = strconv.Itoa(sc.Executes)
+	}
+	token := sc.Token
+	if token == "true" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("token: %w", err)
+		}
+		token = hex.EncodeToString(b[:])
+	}
+	setIf(params, protocol.KeyToken, token)
+	return protocol.NewURL(dubbo.Name, pc.Host, port, sc.Interface, params), nil
+}
+
+// newProvider wraps impl in a provider invoker for u and returns it with
+// u completed by the methods it serves and their signatures.
+func (a *Application) newProvider(u *protocol.URL, impl any) (protocol.Invoker, *protocol.URL, error) {
+	prov, err := proxy.NewProvider(u, impl)
+	if err != nil {
+		return nil, nil, err
+	}
+	u = u.With(protocol.KeyMethods, strings.Join(prov.Methods(), ",")).With(proxy.KeySignatures, prov.Signatures())
+	return prov, u, nil
+}
+
+// providerFilters is the chain every call of the service sc passes, in
+// order: counting, the executes bound, WithFilters' provider filters,
+// then the service's named filters. The token is not a filter here: the
+// dubbo protocol checks it from the URL before any argument is decoded.
+func (a *Application) providerFilters(sc ServiceConfig, counting *monitor.ProviderFilter) []protocol.Filter {
+	filters := []protocol.Filter{counting}
+	if sc.Executes > 0 {
+		filters = append(filters, filter.NewExecutes(sc.Executes))
+	}
+	filters = append(filters, a.filters.provider...)
+	return append(filters, a.byName(sc.Filters)...)
+}
+
+// publishedURL is the URL registries get for the service exported at
+// bound: bound itself, or with the protocol's RegisterAddress in place of
+// the listen address.
+func (a *Application) publishedURL(sc ServiceConfig, bound *protocol.URL) *protocol.URL {
+	ra := a.cfg.Protocols[sc.Protocol].RegisterAddress
+	if ra == "" {
+		return bound
+	}
+	host, port, _ := splitRegisterAddress(ra) // checked by validate
+	return protocol.NewURL(bound.Protocol, host, port, bound.Path, bound.Params())
+}
+
+// registerProvider registers u in the registries of the service id,
+// first waiting for each to answer unless its check is off, and returns
+// them (a.mu held).
+func (a *Application) registerProvider(ctx context.Context, id string, sc ServiceConfig, u *protocol.URL) ([]registry.Registry, error) {
+	regs, err := a.registriesFor(sc.Registries)
+	if err != nil {
+		return nil, err
+	}
+	ids := a.registryIDs(sc.Registries)
+	for i, r := range regs {
+		if check := a.cfg.Registries[ids[i]].Check; check == nil || *check {
+			if err := a.awaitRegistry(ctx, ids[i], r, "service "+id); err != nil {
+				return nil, fmt.Errorf("config: export %s: %w", id, err)
+			}
+		}
+		if err := r.Register(ctx, u); err != nil {
+			return nil, fmt.Errorf("config: export %s: register: %w", id, err)
+		}
+	}
+	return regs, nil
+}
+
+// urlInvoker gives a filter chain the export URL while keeping the
+// provider's argument types visible to the protocol.
+type urlInvoker struct {
+	protocol.Invoker
+	url *protocol.URL
+}
+
+func (u *urlInvoker) URL() *protocol.URL { return u.url }
+
+// Unwrap lets the protocol find the provider's argument types behind the
+// filters.
+func (u *urlInvoker) Unwrap() protocol.Invoker { return u.Invoker }

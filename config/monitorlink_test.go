@@ -1,0 +1,110 @@
+package config_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/registry/memory"
+)
+
+// stuckRegistry is a registry whose first Subscribe does not return until
+// release is closed, as a registry that does not answer: entered is
+// closed when that Subscribe begins.
+type stuckRegistry struct {
+	*memory.Registry
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (r *stuckRegistry) Subscribe(u *protocol.URL, l registry.Listener) error {
+	r.once.Do(func() {
+		close(r.entered)
+		<-r.release
+	})
+	return r.Registry.Subscribe(u, l)
+}
+
+// While the monitor link looks up the monitor service through a registry
+// that does not answer (at the first report), Export and Refer of the
+// application's own services through another registry go on: the lookup
+// holds no lock of the application.
+func TestMonitorLookupDoesNotHoldUpExportAndRefer(t *testing.T) {
+	stuck := &stuckRegistry{Registry: memory.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(stuck.release)
+		}
+	}
+	defer release()
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{
+			"stuck": {Address: "memory://stuck"},
+			"mem":   {Address: "memory://mem"},
+		},
+		Services:   map[string]config.ServiceConfig{"greeter": {Interface: "demo.Greeter", Registries: []string{"mem"}}},
+		References: map[string]config.ReferenceConfig{"greeter": {Interface: "demo.Greeter", Registries: []string{"mem"}, Check: true}},
+		Monitor:    config.MonitorConfig{Registries: []string{"stuck"}, Interval: time.Hour},
+	}, config.WithRegistry("stuck", stuck), config.WithRegistry("mem", memory.New()), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() {
+		release()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+	}()
+
+	flushed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		flushed <- app.Reporter().Flush(ctx)
+	}()
+	select {
+	case <-stuck.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first report never looked up the monitor service")
+	}
+
+	// The monitor lookup is stuck in Subscribe; Export and Refer must not
+	// wait for it.
+	done := make(chan error, 1)
+	var client GreeterClient
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := app.Export(ctx, "greeter", Greeter{}); err != nil {
+			done <- err
+			return
+		}
+		done <- app.Refer(ctx, "greeter", &client)
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Export and Refer waited for the monitor lookup stuck in a registry")
+	}
+	reply, err := client.SayHello(context.Background(), "world")
+	require.NoError(t, err)
+	require.Equal(t, "hello, world", reply)
+
+	// Once the registry answers, the lookup ends and the report goes out
+	// (nobody provides the monitor service: it fails naming that).
+	release()
+	select {
+	case err := <-flushed:
+		require.ErrorContains(t, err, "no provider")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the report did not end after the registry answered")
+	}
+}
