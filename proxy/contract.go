@@ -9,6 +9,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/service"
 )
 
 // KeySignatures is the provider URL parameter carrying the service's
@@ -191,8 +192,8 @@ var ErrContract = errors.New("contract mismatch")
 // exist on the provider, with as many arguments, each of a compatible kind
 // (numbers with numbers, strings with strings, lists with lists, structs
 // and maps with structs and maps; any with anything), and a compatible
-// reply. The error names each mismatch with the provider's shape of the
-// method.
+// reply; service.EchoMethod (an embedded service.Echo) is always there.
+// The error names each mismatch with the provider's shape of the method.
 func CheckStub(stub any, provider *protocol.URL) error {
 	raw := provider.Param(KeySignatures, "")
 	if raw == "" {
@@ -213,6 +214,9 @@ func CheckStub(stub any, provider *protocol.URL) error {
 	slices.Sort(names)
 	var problems []string
 	for _, m := range methods {
+		if m.Name == service.EchoMethod {
+			continue // the protocol answers it for every service
+		}
 		ps, ok := sigs[m.Name]
 		if !ok {
 			problems = append(problems, fmt.Sprintf("the provider has no method %s%s (it has: %s)", m.Name, named.DidYouMean(m.Name, names), strings.Join(names, ", ")))

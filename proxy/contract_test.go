@@ -10,6 +10,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/service"
 )
 
 type Item struct {
@@ -51,9 +52,10 @@ func TestCheckStub(t *testing.T) {
 	// other number types: fits.
 	type myItem struct{ SKU string }
 	var good struct {
-		Get  func(context.Context, string) (myItem, error)
-		Put  func(context.Context, map[string]any, int) (int, error)
-		Ping func(context.Context) error
+		service.Echo // answered by the protocol for every service
+		Get          func(context.Context, string) (myItem, error)
+		Put          func(context.Context, map[string]any, int) (int, error)
+		Ping         func(context.Context) error
 	}
 	require.NoError(t, proxy.CheckStub(&good, u))
 

@@ -25,8 +25,8 @@ const MaxDepth = 64
 var ErrLimit = errors.New("serialize: input exceeds decoding limits")
 
 // Serializer encodes and decodes values. protocol/dubbo calls it;
-// msgpack and json implement it; users may add their own to a Table.
-// Implementations must be safe for concurrent use.
+// msgpack and json implement it; users may add their own to a Table,
+// most simply with Stream. Implementations must be safe for concurrent use.
 //
 // Decoding must be safe on untrusted bytes: Unmarshal and NewDecoder reject
 // input whose nesting is deeper than MaxDepth or whose declared lengths

@@ -5,8 +5,13 @@
 package extend_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
+	"encoding/json"
+	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +26,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -90,37 +96,65 @@ func (r kvRegistry) Unsubscribe(_ *protocol.URL, l registry.Listener) error {
 }
 func (r kvRegistry) Close() error { return nil }
 
-// countingJSON is a serialization of its own: JSON under another name and
-// id, counting the bodies it encodes.
-type countingJSON struct {
-	serialize.Serializer
-	n *atomic.Int64
+// gobValue carries one value as a gob interface value, with its type's
+// name, so that a receiver without a declared type ($echo, generic calls)
+// decodes it too. gob sends a concrete type under the name gob.Register
+// gave it.
+type gobValue struct{ V any }
+type gobEncoder struct{ e *gob.Encoder }
+type gobDecoder struct{ d *gob.Decoder }
+
+func (g gobEncoder) Encode(v any) error { return g.e.Encode(gobValue{v}) }
+func (g gobDecoder) Decode(p any) error {
+	var v gobValue
+	if err := g.d.Decode(&v); err != nil || v.V == nil {
+		return err
+	}
+	dst, src := reflect.ValueOf(p).Elem(), reflect.ValueOf(v.V)
+	if !src.Type().AssignableTo(dst.Type()) {
+		return fmt.Errorf("gob: a %s does not go into a %s", src.Type(), dst.Type())
+	}
+	dst.Set(src)
+	return nil
 }
 
-func (countingJSON) Name() string { return "countingjson" }
-func (countingJSON) ID() byte     { return 21 }
-func (c countingJSON) Marshal(v any) ([]byte, error) {
-	c.n.Add(1)
-	return c.Serializer.Marshal(v)
+// gobs is a serialization of its own: encoding/gob, under the name "gob".
+var gobs = serialize.Stream("gob", 20,
+	func(w io.Writer) serialize.StreamEncoder { return gobEncoder{gob.NewEncoder(w)} },
+	func(r io.Reader) serialize.StreamDecoder { return gobDecoder{gob.NewDecoder(r)} })
+
+func init() {
+	gob.Register(map[string]string{}) // attachments
+	gob.Register(Person{})
 }
-func (c countingJSON) NewEncoder(w io.Writer) serialize.Encoder {
-	c.n.Add(1)
-	return c.Serializer.NewEncoder(w)
+
+// Person is a struct argument and reply.
+type Person struct {
+	Name string
+	Age  int
 }
 
 type greeter struct{}
 
 func (greeter) SayHello(_ context.Context, name string) (string, error) { return "hello " + name, nil }
+func (greeter) Older(_ context.Context, p Person) (Person, error) {
+	if p.Age < 0 {
+		return Person{}, service.Errorf(service.CodeInvalidArgument, "%s is not born yet", p.Name)
+	}
+	return Person{Name: p.Name, Age: p.Age + 1}, nil
+}
 
 type greeterClient struct {
+	service.Echo
 	SayHello func(ctx context.Context, name string) (string, error)
+	Older    func(ctx context.Context, p Person) (Person, error)
 }
 
 const appYAML = `
 registries:
   kv: {address: "etcd://toy"}
 protocols:
-  dubbo: {serialization: countingjson}
+  dubbo: {host: 127.0.0.1, port: 0, serialization: gob}
 services:
   greeter: {interface: demo.Greeter}
 references:
@@ -131,15 +165,13 @@ func TestOwnRegistryAndSerializationFromYAML(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	store := &kvStore{data: map[string]string{}, watches: map[registry.Listener]string{}}
-	var bodies atomic.Int64
-
 	cfg, err := config.Parse(strings.NewReader(appYAML))
 	require.NoError(t, err)
 	app, err := config.New(cfg,
 		config.WithRegistryFactory("etcd", func(string, registry.Options) (registry.Registry, error) {
 			return kvRegistry{store}, nil
 		}),
-		config.WithSerializer(countingJSON{serialize.NewJSON(), &bodies}),
+		config.WithSerializer(gobs),
 	)
 	require.NoError(t, err)
 	defer app.Shutdown(context.Background())
@@ -151,13 +183,35 @@ func TestOwnRegistryAndSerializationFromYAML(t *testing.T) {
 	got, err := c.SayHello(ctx, "world")
 	require.NoError(t, err)
 	assert.Equal(t, "hello world", got)
+	// A struct both ways, a business error, and $echo (no declared
+	// type), all in gob over TCP.
+	p, err := c.Older(ctx, Person{Name: "ann", Age: 41})
+	require.NoError(t, err)
+	assert.Equal(t, Person{Name: "ann", Age: 42}, p)
+	_, err = c.Older(ctx, Person{Name: "bob", Age: -1})
+	var se *service.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, service.CodeInvalidArgument, se.Code)
+	assert.Equal(t, "bob is not born yet", se.Message)
+	echo, err := c.Echo.Echo(ctx, "ping")
+	require.NoError(t, err)
+	assert.Equal(t, "ping", echo)
 
 	store.mu.Lock()
 	providers := store.list("/services/demo.Greeter/providers/")
 	store.mu.Unlock()
 	require.Len(t, providers, 1, "the provider registered in the toy store")
-	assert.Equal(t, "countingjson", providers[0].Param(protocol.KeySerialization, ""))
-	assert.GreaterOrEqual(t, bodies.Load(), int64(2), "request and response went through the serializer")
+	assert.Equal(t, "gob", providers[0].Param(protocol.KeySerialization, ""))
+	assert.Equal(t, "127.0.0.1", providers[0].Host)
+	assert.NotZero(t, providers[0].Port, "served on a real TCP port")
+
+	// What travels is gob, not JSON renamed: a gob decoder reads it back.
+	b, err := gobs.Marshal(Person{Name: "ann", Age: 7})
+	require.NoError(t, err)
+	assert.False(t, json.Valid(b))
+	var back gobValue
+	require.NoError(t, gob.NewDecoder(bytes.NewReader(b)).Decode(&back))
+	assert.Equal(t, Person{Name: "ann", Age: 7}, back.V)
 
 	// a scheme nobody registered is refused, listing the known ones
 	_, err = config.New(cfg)

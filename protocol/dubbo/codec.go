@@ -3,6 +3,7 @@ package dubbo
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/minidubbo/minidubbo/transport"
 )
 
-// Response kinds, the first value of a response body.
+// Response kinds, the first value of a response body. An error is followed
+// by its code and message, a value by the value; then come the attachments.
+// So the protocol's own values are strings, integers and string maps: a
+// serializer needs no type of the framework's.
 const (
 	kindError = 0
 	kindValue = 1
@@ -189,7 +193,9 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 	case callErr != nil:
 		se := service.FromError(callErr)
 		if err = enc.EncodeInt(kindError); err == nil {
-			err = enc.Encode(se)
+			if err = enc.EncodeInt(int64(se.Code)); err == nil {
+				err = enc.EncodeString(se.Message)
+			}
 		}
 	case res == nil || res.Value == nil:
 		err = enc.EncodeInt(kindNull)
@@ -223,12 +229,18 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 	res := &protocol.Result{}
 	switch kind {
 	case kindError:
-		se := &service.Error{}
-		if err := dec.Decode(se); err != nil {
+		code, err := dec.DecodeInt()
+		var msg string
+		if err == nil {
+			msg, err = dec.DecodeString()
+		}
+		if err == nil && (code < math.MinInt32 || code > math.MaxInt32) {
+			err = fmt.Errorf("code %d out of range", code)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %v", status.ErrBadResponse, inv.Service, inv.Method, err)
 		}
-		se.Remote = true
-		return nil, se
+		return nil, &service.Error{Code: service.Code(code), Message: msg, Remote: true}
 	case kindValue:
 		switch r := inv.Reply.(type) {
 		case nil:

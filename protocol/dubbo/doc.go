@@ -17,10 +17,16 @@
 //	res, err := inv.Invoke(ctx, &protocol.Invocation{Service: "demo.Greeter", Method: "SayHello", Args: []any{"world"}})
 //
 // The request body is, in the URL's serialization (msgpack by default):
-// service, version, group, method, timeout in milliseconds, argument count,
-// each argument, attachments. The provider looks the service and method up
-// before it decodes any argument, and decodes each argument straight into
-// the parameter type the invoker declares through protocol.ArgTyper. The
-// response body is a kind (error, value, or null), the error or value, and
-// attachments.
+// service, version, group, method, timeout in milliseconds, attachments,
+// argument count, each argument. The provider checks the token and looks
+// the service and method up before it decodes any argument, and decodes
+// each argument straight into the parameter type the invoker declares
+// through protocol.ArgTyper. The response body is a kind (error, value, or
+// null), then the error's code and message or the value, then attachments.
+// So the protocol itself writes only strings, integers and string maps: a
+// serialization of one's own (serialize.Stream) needs no framework type.
+//
+// The protocol answers service.EchoMethod itself, after the token check,
+// and recovers a panic of the provider's filters or method (the caller gets
+// service.CodePanic with an incident id; the stack is logged under it).
 package dubbo
