@@ -49,10 +49,12 @@ const (
 	DefaultFailbackBackoff = 5 * time.Second
 )
 
-// Options configure a cluster invoker. Start from DefaultOptions; in the
-// zero value, a field that has no meaning at zero (a strategy, a balancer,
-// forks, failback settings) takes its default, and Retries is 0: no
-// retries.
+// Options configure a cluster invoker. As in every layer's options: every
+// zero field means the default (DefaultOptions shows them) and a negative
+// field is invalid (Validate), with one exception: Retries (and
+// MethodRetries) count extra attempts, so their zero is literal, no
+// retries, as retries: 0 is in config; start from DefaultOptions for
+// DefaultRetries.
 type Options struct {
 	// Strategy names the fault-tolerance strategy (default failover).
 	Strategy string
@@ -117,22 +119,35 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate reports the first setting that is out of range: a negative
+// Validate returns an error naming the first invalid field: a negative
 // count or duration.
 func (o Options) Validate() error {
 	if o.Retries < 0 {
-		return fmt.Errorf("cluster: retries %d: must not be negative", o.Retries)
+		return fmt.Errorf("cluster: Retries %d is negative (want 0 for no retries, or more; DefaultOptions has %d)", o.Retries, DefaultRetries)
 	}
-	for m, n := range o.MethodRetries {
-		if n < 0 {
-			return fmt.Errorf("cluster: retries %d of method %s: must not be negative", n, m)
+	for _, m := range slices.Sorted(maps.Keys(o.MethodRetries)) {
+		if n := o.MethodRetries[m]; n < 0 {
+			return fmt.Errorf("cluster: MethodRetries[%q] %d is negative (want 0 for no retries, or more)", m, n)
 		}
 	}
-	if o.Forks < 0 {
-		return fmt.Errorf("cluster: forks %d: must not be negative", o.Forks)
+	for _, f := range []struct {
+		name string
+		v    int
+		def  int
+	}{
+		{"Forks", o.Forks, DefaultForks},
+		{"FailbackRetries", o.FailbackRetries, DefaultFailbackRetries},
+		{"FailbackQueue", o.FailbackQueue, DefaultFailbackQueue},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("cluster: %s %d is negative (want 0 for the default %d, or more)", f.name, f.v, f.def)
+		}
 	}
-	if o.FailbackRetries < 0 || o.FailbackQueue < 0 || o.FailbackBackoff < 0 || o.FailbackTimeout < 0 {
-		return errors.New("cluster: failback options must not be negative")
+	switch {
+	case o.FailbackBackoff < 0:
+		return fmt.Errorf("cluster: FailbackBackoff %v is negative (want 0 for the default %v, or more)", o.FailbackBackoff, DefaultFailbackBackoff)
+	case o.FailbackTimeout < 0:
+		return fmt.Errorf("cluster: FailbackTimeout %v is negative (want 0 for the default %v, or more)", o.FailbackTimeout, protocol.DefaultTimeout)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestStrategyTable(t *testing.T) {
 	_, err = New(NewStatic(), Options{Forks: -1})
 	require.Error(t, err)
 	_, err = New(NewStatic(), Options{Retries: -1})
-	require.EqualError(t, err, "cluster: retries -1: must not be negative")
+	require.EqualError(t, err, "cluster: Retries -1 is negative (want 0 for no retries, or more; DefaultOptions has 2)")
 
 	tb := Builtin()
 	require.Error(t, tb.Register(Failover, func(Options) (Strategy, error) { return nil, nil }))

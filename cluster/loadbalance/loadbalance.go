@@ -87,8 +87,9 @@ type StatsUser interface {
 	Stats() *Stats
 }
 
-// Options configure a balancer when a Table builds it. The zero value means
-// defaults everywhere.
+// Options configure a balancer when a Table builds it. As in every layer's
+// options: every zero field means the default (DefaultOptions shows them);
+// a negative field is invalid (Validate), and Table.New refuses it.
 type Options struct {
 	// Now is the clock used for warm-up and statistics; nil means time.Now.
 	Now func() time.Time
@@ -101,7 +102,8 @@ type Options struct {
 	// cluster invoker passes the Stats it records calls in.
 	Stats *Stats
 	// VirtualNodes is the number of ring points per provider for
-	// consistenthash (default 160; rounded up to a multiple of 4).
+	// consistenthash (default DefaultVirtualNodes, 160; rounded up to a
+	// multiple of 4).
 	VirtualNodes int
 	// HashArguments are the indexes of the call arguments whose values
 	// form the consistenthash key (default [0]). Indexes out of range are
@@ -114,7 +116,7 @@ type Options struct {
 	HashAttachment string
 	// ProbeAfter is how long a provider may go without any finished call
 	// before shortestresponse forgets its response time and p2c probes it
-	// again (default 5s).
+	// again (default DefaultProbeAfter, 5s).
 	ProbeAfter time.Duration
 }
 
@@ -127,6 +129,28 @@ func (o Options) now() func() time.Time {
 
 // DefaultProbeAfter is the default of Options.ProbeAfter.
 const DefaultProbeAfter = 5 * time.Second
+
+// DefaultOptions returns the defaults of every field (Now nil: time.Now;
+// Seed 0: the runtime's generator; Stats nil: the balancer's own).
+func DefaultOptions() Options {
+	return Options{VirtualNodes: DefaultVirtualNodes, HashArguments: []int{0}, ProbeAfter: DefaultProbeAfter}
+}
+
+// Validate returns an error naming the first negative field.
+func (o Options) Validate() error {
+	if o.VirtualNodes < 0 {
+		return fmt.Errorf("loadbalance: VirtualNodes %d is negative (want 0 for the default %d, or more)", o.VirtualNodes, DefaultVirtualNodes)
+	}
+	for _, i := range o.HashArguments {
+		if i < 0 {
+			return fmt.Errorf("loadbalance: HashArguments index %d is negative (want argument indexes from 0)", i)
+		}
+	}
+	if o.ProbeAfter < 0 {
+		return fmt.Errorf("loadbalance: ProbeAfter %v is negative (want 0 for the default %v, or more)", o.ProbeAfter, DefaultProbeAfter)
+	}
+	return nil
+}
 
 func (o Options) probeAfter() time.Duration {
 	if o.ProbeAfter > 0 {
@@ -229,7 +253,8 @@ func (t *Table) Register(name string, f Factory) error {
 }
 
 // New returns a new balancer built by the factory registered under name;
-// "" means Default. An unknown name is an error that lists Names().
+// "" means Default. An unknown name is an error that lists Names(); so are
+// invalid options (see Options.Validate).
 func (t *Table) New(name string, opts ...Option) (LoadBalance, error) {
 	if name == "" {
 		name = Default
@@ -241,6 +266,9 @@ func (t *Table) New(name string, opts ...Option) (LoadBalance, error) {
 	var o Options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	lb := f(o)
 	if lb == nil {
