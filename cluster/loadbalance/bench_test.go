@@ -64,3 +64,45 @@ func BenchmarkConsistentHashRing(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPickChurn is BenchmarkPick with the counts moving as under
+// load: each op picks, begins a call on the provider picked and ends the
+// call begun 100 ops before (100 calls in flight), so every pick sees two
+// changed counts.
+func BenchmarkPickChurn(b *testing.B) {
+	for _, algo := range []string{"leastactive", "shortestresponse", "p2c"} {
+		for _, n := range []int{100, 1000} {
+			b.Run(algo+"/"+strconv.Itoa(n), func(b *testing.B) {
+				weights := make([]int, n)
+				for i := range weights {
+					weights[i] = 50 + 50*(i%3)
+				}
+				invs := providers(weights...)
+				lb, err := Builtin().New(algo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				stats := lb.(StatsUser).Stats()
+				inv := call("get", "user-42")
+				p := lb.Build(invs)
+				var inflight [100]*Stat
+				now := time.Now()
+				k := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					i, err := p.Pick(inv, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if st := inflight[k]; st != nil {
+						st.End(now, time.Millisecond, false)
+					}
+					st := stats.For(invs[i])
+					st.Begin(now)
+					inflight[k] = st
+					k = (k + 1) % len(inflight)
+				}
+			})
+		}
+	}
+}

@@ -31,15 +31,18 @@ func NewLeastActive(o Options) *LeastActiveBalancer {
 
 // Build implements LoadBalance.
 func (b *LeastActiveBalancer) Build(invokers []protocol.Invoker) Picker {
-	return &leastActivePicker{b: b, s: buildSnapshot(invokers, b.stats)}
+	s := buildSnapshot(invokers, b.stats)
+	return &leastActivePicker{b: b, s: s, ix: newLeastActiveIndex(s)}
 }
 
 type leastActivePicker struct {
-	b *LeastActiveBalancer
-	s *snapshot
+	b  *LeastActiveBalancer
+	s  *snapshot
+	ix *leastActiveIndex // nil for short lists
 }
 
-// Pick implements Picker.
+// Pick implements Picker: through the index for long lists (about √n
+// work), or a scan of every provider.
 func (p *leastActivePicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
 	s := p.s
 	nowMs := int64(0)
@@ -47,6 +50,19 @@ func (p *leastActivePicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error
 		nowMs = p.b.now().UnixMilli()
 	}
 	warming := s.warming(nowMs)
+	if p.ix != nil && !warming && p.ix.mu.TryLock() {
+		i, ok := p.ix.pick(s, p.b.rnd, ex)
+		p.ix.mu.Unlock()
+		if ok {
+			return i, nil
+		}
+	}
+	return p.scan(nowMs, warming, ex)
+}
+
+// scan is a pick that reads every provider's count.
+func (p *leastActivePicker) scan(nowMs int64, warming bool, ex Exclude) (int, error) {
+	s := p.s
 	allZero := len(s.positive) == 0
 	stats := s.statsNow()
 	tp := tiePool.Get().(*[]tie)

@@ -23,9 +23,11 @@ const ewmaAlpha = 0.3
 // them. Safe for concurrent use; entries of providers not used for
 // RecyclePeriod are recycled.
 type Stats struct {
-	now   func() time.Time
-	cache sync.Map // *protocol.URL -> *Stat, a cache of byKey
-	gen   atomic.Uint64
+	now    func() time.Time
+	cache  sync.Map // *protocol.URL -> *Stat, a cache of byKey
+	gen    atomic.Uint64
+	nextID atomic.Uint32
+	log    changeLog
 
 	mu        sync.Mutex
 	byKey     map[string]*Stat
@@ -62,7 +64,7 @@ func (s *Stats) forURL(u *protocol.URL) *Stat {
 	}
 	st, ok := s.byKey[key]
 	if !ok {
-		st = &Stat{}
+		st = &Stat{id: s.nextID.Add(1), log: &s.log}
 		st.used.Store(now.UnixMilli())
 		s.byKey[key] = st
 	}
@@ -100,11 +102,38 @@ type Stat struct {
 	lastEnd   atomic.Int64  // unix ms of the last finished call
 	used      atomic.Int64  // unix ms of the last Begin
 	lastProbe atomic.Int64  // unix ms of the last forced probe (p2c)
+
+	id  uint32     // in its Stats, for the change log
+	log *changeLog // nil for a Stat made outside a Stats
+}
+
+// logSize is the number of changes a changeLog remembers: a picker that
+// has missed more rescans everything.
+const logSize = 1024
+
+// changeLog tells pickers which providers' counts changed since they last
+// looked, so that they rescan only those (see leastActiveIndex). A change
+// takes the next sequence number and writes it, with the Stat's id, into
+// its slot of a ring; a reader that finds a slot not holding the sequence
+// number it expects (overwritten, or not yet written) treats every
+// provider as changed. Writers take no lock.
+type changeLog struct {
+	seq  atomic.Uint64
+	ring [logSize]atomic.Uint64 // low 32 bits of the sequence number << 32 | Stat id
+}
+
+// changed records a change of st's counts, after it is made.
+func (st *Stat) changed() {
+	if l := st.log; l != nil {
+		n := l.seq.Add(1)
+		l.ring[n%logSize].Store(n<<32 | uint64(st.id))
+	}
 }
 
 // Begin records the start of a call at time now.
 func (st *Stat) Begin(now time.Time) {
 	st.active.Add(1)
+	st.changed()
 	if ms := now.UnixMilli(); st.used.Load() != ms {
 		st.used.Store(ms)
 	}
@@ -119,13 +148,19 @@ func (st *Stat) End(now time.Time, elapsed time.Duration, failed bool) {
 	if failed {
 		st.failed.Add(1)
 	}
-	st.Observe(elapsed)
+	st.observe(elapsed)
 	st.lastEnd.Store(now.UnixMilli())
+	st.changed()
 }
 
 // Observe feeds one response time into the moving average without
 // counting a call.
 func (st *Stat) Observe(elapsed time.Duration) {
+	st.observe(elapsed)
+	st.changed()
+}
+
+func (st *Stat) observe(elapsed time.Duration) {
 	x := float64(max(elapsed, 1))
 	for {
 		old := st.ewma.Load()
@@ -143,7 +178,10 @@ func (st *Stat) Observe(elapsed time.Duration) {
 }
 
 // SetActive sets the number of calls in flight (for tools and tests).
-func (st *Stat) SetActive(n int64) { st.active.Store(n) }
+func (st *Stat) SetActive(n int64) {
+	st.active.Store(n)
+	st.changed()
+}
 
 // Active returns the number of calls in flight.
 func (st *Stat) Active() int64 { return st.active.Load() }
