@@ -52,6 +52,10 @@ type Options struct {
 	// reading the connection whose request does not fit until a place
 	// frees up, so TCP pushes back and the client's calls wait; nothing is
 	// refused. Heartbeats keep such a paused connection alive both ways.
+	// The queue is fair: workers take the connections' requests in turn,
+	// and a connection with nothing queued may always queue one request,
+	// so that one connection's flood delays another's request by about
+	// one request per busy connection, not by the whole queue.
 	Queue int
 	// WorkerIdle is how long an idle worker waits before it stops
 	// (default DefaultWorkerIdle).

@@ -71,6 +71,15 @@ const abandonAfter = time.Second
 // request does not fit, so that TCP makes the client's writes wait, and
 // reads it again when a place frees up. Only a limit set on purpose
 // (Options.MaxConcurrent) answers StatusServerBusy.
+//
+// The queue is fair between connections: each connection has its own
+// queue, and workers take requests from the connections in turn, one at
+// a time, so a connection with a thousand requests queued delays another
+// connection's request by at most one request per connection with
+// requests waiting. A connection with nothing queued may always queue one
+// request, even when the queue is full, so a flood on some connections
+// never keeps the others out; paused connections get the places that
+// free up in the order they paused.
 type Server struct {
 	h    Handler
 	opts Options
@@ -79,13 +88,17 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	jobs    chan job
+	// direct hands a request to an idle worker when none is queued.
+	direct  chan job
 	workers atomic.Int32 // started and not stopped
-	idle    atomic.Int32 // waiting for a job
 	wg      sync.WaitGroup
 
 	mu       sync.Mutex
-	held     int // requests queued or running
+	held     int              // requests queued or running (or read and waiting for a place)
+	queued   int              // requests in the connections' queues
+	ready    fifo[*connState] // connections with requests queued, in turn
+	waiting  fifo[*connState] // paused connections, in the order they paused
+	idle     int              // workers waiting for a request and not handed one
 	shutting bool
 	conns    map[*transport.Conn]*connState
 	drained  chan struct{} // closed when shutting and held reaches 0
@@ -110,6 +123,17 @@ type connState struct {
 	// the queue; resumed is when it last stopped waiting (Unix ns).
 	paused  atomic.Bool
 	resumed atomic.Int64
+
+	// Under Server.mu:
+	q       fifo[job] // the connection's queued requests, oldest first
+	inReady bool      // in Server.ready
+	pending job       // read, waiting for a place; the reader is paused
+	waits   bool      // pending is set
+	// inWaiting is set while the connection is in Server.waiting (once
+	// at most: a connection whose paused request went in another way
+	// keeps its place in line for its next pause).
+	inWaiting bool
+	queuedP   chan struct{} // (1) pending was queued for the paused reader
 }
 
 // job is a request read and waiting for a worker.
@@ -132,7 +156,7 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 	s := &Server{
 		h:       h,
 		opts:    o,
-		jobs:    make(chan job, o.Queue),
+		direct:  make(chan job, o.Workers),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -253,9 +277,20 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 	}
 	// No reader runs now: drop what is still queued.
 	queued := 0
+	s.mu.Lock()
+	for {
+		j, ok := s.next()
+		if !ok {
+			break
+		}
+		j.f.Release()
+		s.doneLocked()
+		queued++
+	}
+	s.mu.Unlock()
 	for drained := false; !drained; {
 		select {
-		case j := <-s.jobs:
+		case j := <-s.direct:
 			j.f.Release()
 			s.done()
 			queued++
@@ -341,11 +376,16 @@ func (s *Server) state(conn *transport.Conn) *connState {
 // done ends one request counted in held.
 func (s *Server) done() {
 	s.mu.Lock()
+	s.doneLocked()
+	s.mu.Unlock()
+}
+
+// doneLocked is done with s.mu held.
+func (s *Server) doneLocked() {
 	s.held--
 	if s.shutting && s.held == 0 {
 		close(s.drained)
 	}
-	s.mu.Unlock()
 }
 
 type serverHandler struct{ s *Server }
@@ -393,26 +433,99 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		cs.ctx, cs.cancel = context.WithCancel(s.ctx)
 		s.conns[conn] = cs
 	}
-	s.mu.Unlock()
 	j := job{ctx: cs.ctx, conn: conn, hdr: hdr, f: f, recv: time.Now()}
-	select {
-	case s.jobs <- j:
-	default:
-		if !s.wait(cs, conn, j) {
-			f.Release()
-			s.done()
-			return
-		}
+	// A connection with nothing queued may always queue one request.
+	if cs.q.len() > 0 && s.queued >= s.opts.Queue {
+		s.wait(cs, conn, j)
+		return
 	}
-	if int(s.idle.Load()) < len(s.jobs) {
+	s.enqueue(cs, j)
+	spawn := s.queued > 0 // no worker was idle
+	s.mu.Unlock()
+	if spawn {
 		s.spawn()
 	}
 }
 
-// wait queues j once a place is free, with the connection paused
-// meanwhile; it reports false when the connection or the server closed
-// first.
-func (s *Server) wait(cs *connState, conn *transport.Conn, j job) bool {
+// enqueue queues j on its connection, or hands it to an idle worker when
+// one waits (then nothing is queued). s.mu is held.
+func (s *Server) enqueue(cs *connState, j job) {
+	if s.idle > 0 && s.queued == 0 {
+		s.idle--
+		s.direct <- j // never blocks: it has room for every worker
+		return
+	}
+	cs.q.push(j)
+	s.queued++
+	if !cs.inReady {
+		cs.inReady = true
+		s.ready.push(cs)
+	}
+	// An idle worker while requests are queued: hand it the next one.
+	for s.idle > 0 && s.queued > 0 {
+		n, _ := s.next()
+		s.idle--
+		s.direct <- n
+	}
+}
+
+// next takes the request whose turn it is: the oldest of the connection
+// whose turn it is, which then goes to the back of the line if it has
+// more. A place freed in the queue goes to a paused connection. s.mu is
+// held.
+func (s *Server) next() (job, bool) {
+	for s.ready.len() > 0 {
+		cs := s.ready.pop()
+		if cs.q.len() == 0 {
+			cs.inReady = false
+			continue
+		}
+		j := cs.q.pop()
+		s.queued--
+		if cs.q.len() > 0 {
+			s.ready.push(cs)
+		} else {
+			cs.inReady = false
+			if cs.waits {
+				// Its queue is empty: its paused request may go in
+				// now, whatever the other connections hold.
+				s.admit(cs)
+			}
+		}
+		for s.waiting.len() > 0 && s.queued < s.opts.Queue {
+			w := s.waiting.pop()
+			w.inWaiting = false
+			if w.waits {
+				s.admit(w)
+			}
+		}
+		return j, true
+	}
+	return job{}, false
+}
+
+// admit queues the request cs's paused reader holds and lets the reader
+// go on. s.mu is held.
+func (s *Server) admit(cs *connState) {
+	j := cs.pending
+	cs.pending, cs.waits = job{}, false
+	s.enqueue(cs, j)
+	cs.queuedP <- struct{}{}
+}
+
+// wait holds j until a place in the queue is free, with the connection
+// paused meanwhile; when the connection or the server closes first, j is
+// dropped. s.mu is held on entry and released.
+func (s *Server) wait(cs *connState, conn *transport.Conn, j job) {
+	cs.pending, cs.waits = j, true
+	if cs.queuedP == nil {
+		cs.queuedP = make(chan struct{}, 1)
+	}
+	if !cs.inWaiting {
+		cs.inWaiting = true
+		s.waiting.push(cs)
+	}
+	s.mu.Unlock()
 	s.spawn() // the queue is full: make sure the pool is at full strength
 	cs.paused.Store(true)
 	s.paused.Add(1)
@@ -423,12 +536,20 @@ func (s *Server) wait(cs *connState, conn *transport.Conn, j job) bool {
 		s.paused.Add(-1)
 	}()
 	select {
-	case s.jobs <- j:
-		return true
+	case <-cs.queuedP:
+		return
 	case <-conn.Done():
 	case <-s.stop:
 	}
-	return false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !cs.waits {
+		<-cs.queuedP // queued just now, after all
+		return
+	}
+	cs.pending, cs.waits = job{}, false
+	j.f.Release()
+	s.doneLocked()
 }
 
 // spawn starts a worker unless the pool is full.
@@ -445,52 +566,62 @@ func (s *Server) spawn() {
 	}
 }
 
-// work runs jobs until the server stops or it has been idle for
+// work runs requests until the server stops or it has been idle for
 // WorkerIdle.
 func (s *Server) work() {
 	idle := time.NewTimer(s.opts.WorkerIdle)
 	defer idle.Stop()
+	finished := false // a request ended: count it out of held
 	for {
 		select {
 		case <-s.stop:
-			s.workers.Add(-1)
+			s.exit(finished)
 			return
 		default:
 		}
-		s.idle.Add(1)
-		select {
-		case j := <-s.jobs:
-			s.idle.Add(-1)
-			s.run(j)
-			idle.Reset(s.opts.WorkerIdle)
-		case <-idle.C:
-			s.idle.Add(-1)
-			s.workers.Add(-1)
-			// A request queued just now may have counted on this
-			// worker: stay if one waits and the pool has room.
-			if len(s.jobs) == 0 || !s.rejoin() {
+		s.mu.Lock()
+		if finished {
+			s.doneLocked()
+			finished = false
+		}
+		j, ok := s.next()
+		if !ok {
+			s.idle++
+		}
+		s.mu.Unlock()
+		if !ok {
+			select {
+			case j = <-s.direct:
+			case <-idle.C:
+				s.mu.Lock()
+				if s.idle > 0 {
+					// Nobody counts on this worker: it stops.
+					s.idle--
+					s.workers.Add(-1)
+					s.mu.Unlock()
+					return
+				}
+				// A request is on its way to an idle worker, and this
+				// may be the last one: take it.
+				s.mu.Unlock()
+				j = <-s.direct
+			case <-s.stop:
+				s.workers.Add(-1)
 				return
 			}
-			idle.Reset(s.opts.WorkerIdle)
-		case <-s.stop:
-			s.idle.Add(-1)
-			s.workers.Add(-1)
-			return
 		}
+		s.run(j)
+		finished = true
+		idle.Reset(s.opts.WorkerIdle)
 	}
 }
 
-// rejoin counts a stopping worker back in, unless the pool is full.
-func (s *Server) rejoin() bool {
-	for {
-		n := s.workers.Load()
-		if int(n) >= s.opts.Workers {
-			return false
-		}
-		if s.workers.CompareAndSwap(n, n+1) {
-			return true
-		}
+// exit stops a worker; finished says its last request is still counted.
+func (s *Server) exit(finished bool) {
+	if finished {
+		s.done()
 	}
+	s.workers.Add(-1)
 }
 
 // Closed cancels the context of the connection's requests in progress.
@@ -504,9 +635,9 @@ func (h serverHandler) Closed(conn *transport.Conn, _ error) {
 	}
 }
 
-// run handles one request and answers it.
+// run handles one request and answers it; the caller counts it out of
+// held.
 func (s *Server) run(j job) {
-	defer s.done()
 	resp, err := s.handle(j)
 	j.f.Release()
 	if !j.hdr.TwoWay {
@@ -565,4 +696,38 @@ func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer,
 	h := Header{Serializer: req.Serializer, Status: status, ID: req.ID, Length: uint32(len(resp.B) - HeaderSize)}
 	h.Put(resp.B)
 	_ = conn.Send(resp)
+}
+
+// fifo is a first-in first-out queue on a ring buffer; its zero value is
+// empty.
+type fifo[T any] struct {
+	buf  []T
+	head int
+	n    int
+}
+
+func (f *fifo[T]) len() int { return f.n }
+
+func (f *fifo[T]) push(v T) {
+	if f.n == len(f.buf) {
+		buf := make([]T, max(4, 2*len(f.buf)))
+		for i := range f.n {
+			buf[i] = f.buf[(f.head+i)%len(f.buf)]
+		}
+		f.buf, f.head = buf, 0
+	}
+	f.buf[(f.head+f.n)%len(f.buf)] = v
+	f.n++
+}
+
+func (f *fifo[T]) pop() T {
+	var zero T
+	v := f.buf[f.head]
+	f.buf[f.head] = zero
+	f.head = (f.head + 1) % len(f.buf)
+	f.n--
+	if f.n == 0 && len(f.buf) > 64 {
+		f.buf, f.head = nil, 0 // a burst is over: give its memory back
+	}
+	return v
 }
