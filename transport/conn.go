@@ -392,7 +392,7 @@ func (c *Conn) read() error {
 		}
 		f := GetBuffer()
 		f.B = append(f.B, hdr[:]...)
-		if err := readBody(br, f, n); err != nil {
+		if err := readBody(br, c.nc, f, n); err != nil {
 			f.Release()
 			return c.readErr(err)
 		}
@@ -448,17 +448,28 @@ func putWriter(bw *bufio.Writer) {
 	}
 }
 
-// readBody appends n bytes from r to f, growing f only as bytes arrive so
+// readBody appends n bytes from br to f, growing f only as bytes arrive so
 // that a declared length costs nothing until the peer sends it. Each step
 // at most quadruples the buffer and never past the declared length, so a
-// body of B bytes costs about 4/3 × B in allocations.
-func readBody(r io.Reader, f *Buffer, n int) error {
+// body of B bytes costs about 4/3 × B in allocations. Once br's buffered
+// bytes are taken, a remainder of directRead bytes or more is read from nc
+// straight into f rather than through br (one copy less).
+func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
 	for n > 0 {
 		chunk := min(n, max(3*len(f.B), 64<<10))
 		f.B = growExact(f.B, len(f.B)+chunk)
 		start := len(f.B)
 		f.B = f.B[:start+chunk]
-		if _, err := io.ReadFull(r, f.B[start:]); err != nil {
+		p := f.B[start:]
+		if b := br.Buffered(); b > 0 && len(p) >= directRead {
+			k, _ := br.Read(p[:min(b, len(p))]) // buffered bytes: no error
+			p = p[k:]
+		}
+		var r io.Reader = br
+		if br.Buffered() == 0 && len(p) >= directRead {
+			r = nc
+		}
+		if _, err := io.ReadFull(r, p); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
@@ -468,6 +479,10 @@ func readBody(r io.Reader, f *Buffer, n int) error {
 	}
 	return nil
 }
+
+// directRead is the size from which a body's remainder bypasses the read
+// buffer.
+const directRead = 4 << 10
 
 // growExact returns b with capacity at least n, allocating exactly n.
 func growExact(b []byte, n int) []byte {
