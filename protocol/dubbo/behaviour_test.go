@@ -162,7 +162,6 @@ func TestGracefulShutdownReadOnly(t *testing.T) {
 	srv, err := dubbo.New(nil)
 	require.NoError(t, err)
 	g, u := export(t, srv, providerURL("demo.Greeter"))
-	g.started = make(chan struct{}, 1)
 	inv := refer(t, newProtocol(t, nil), u)
 	inflight := make(chan error, 1)
 	go func() {
@@ -260,7 +259,6 @@ func TestServerBusy(t *testing.T) {
 	ctx := testCtx(t)
 	srv := newProtocol(t, &dubbo.Options{MaxConcurrent: 1})
 	g, u := export(t, srv, providerURL("demo.Greeter"))
-	g.started = make(chan struct{}, 1)
 	inv := refer(t, newProtocol(t, nil), u)
 	done := make(chan error, 1)
 	go func() {

@@ -110,7 +110,6 @@ func TestExpiredRequestNotRun(t *testing.T) {
 	ctx := testCtx(t)
 	srv := newProtocol(t, &dubboOptions{Workers: 1, Queue: 4})
 	g, u := export(t, srv, providerURL("demo.Greeter"))
-	g.started = make(chan struct{}, 1)
 	cli := newProtocol(t, nil)
 	inv := refer(t, cli, u)
 
