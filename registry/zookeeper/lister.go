@@ -46,7 +46,7 @@ func NewLister(ctx context.Context, address string) (*Lister, error) {
 		root = DefaultRoot
 	}
 	servers := strings.Join(a.Servers, ",")
-	conn, events, err := zk.Connect(a.Servers, listSessionTimeout, zk.WithLogger(zkLogger{zap.NewNop()}))
+	conn, events, err := zk.Connect(a.Servers, listSessionTimeout, zk.WithLogger(zkLogger{l: zap.NewNop()}))
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", servers, err)
 	}

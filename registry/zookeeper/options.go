@@ -25,7 +25,7 @@ const (
 	DefaultRetryMax       = 5 * time.Second
 	DefaultResync         = 30 * time.Second
 	DefaultMaxChildren    = 10000
-	DefaultMaxBufferSize  = 4 << 20
+	DefaultMaxBufferSize  = 16 << 20
 	DefaultPort           = 2181
 )
 
@@ -85,10 +85,19 @@ type Options struct {
 	// first attempt before they leave the work to the background (default
 	// min(SessionTimeout, 3 s)).
 	RegisterWait time.Duration
-	// MaxChildren caps the providers read per service; extra children are
-	// ignored with a warning (default 10000).
+	// MaxChildren bounds the children of a providers or routers node the
+	// registry lists (default 10000): a node with more is not listed but
+	// reported (a warning and Stats.Oversized) and skipped, the listener
+	// keeping its last list, and its child count is looked at again with a
+	// backoff. The count comes from the node's Stat, before any listing.
 	MaxChildren int
-	// MaxBufferSize caps one ZooKeeper response (default 4 MiB).
+	// MaxBufferSize bounds one ZooKeeper response the client reads
+	// (go-zookeeper's WithMaxBufferSize; default 16 MiB, room for
+	// MaxChildren provider URLs of about 1.6 KB each). A node whose listing
+	// would be larger is skipped as for MaxChildren; the first time its
+	// names turn out longer than estimated, go-zookeeper drops the
+	// connection once (Stats.OversizedResponses) and reconnects to the
+	// same session, and the node is skipped from then on.
 	MaxBufferSize int
 	// Logger receives warnings and session changes (default none).
 	Logger *zap.Logger

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,11 @@ type sub struct {
 	// bad holds the malformed child names already reported, so each is
 	// logged and counted once per subscription (only its goroutine uses it).
 	bad map[string]struct{}
+	// big is the size check's state (see guardedChildrenW); blamed is the
+	// size of an oversized response blamed on this subscription's listing
+	// in flight (guarded by Registry.mu).
+	big    bigGuard
+	blamed int
 	// seen counts the providers of the interface last listed, of every
 	// version and group (nil until the first listing), for Health.
 	seen atomic.Pointer[[]registry.Registered]
@@ -132,16 +138,32 @@ func (r *Registry) watchProviders(s *sub) {
 			notify(registry.Filter(s.consumer, urls))
 		}
 	}
-	backoff := r.opts.RetryMin
+	backoff, bigBackoff := r.opts.RetryMin, r.opts.RetryMax
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	for {
 		var watch <-chan zk.Event
 		if conn, _, start, up := r.ready(); up {
-			kids, ch, err := r.childrenW(conn, p)
+			kids, ch, err := r.guardedChildrenW(conn, s, p)
 			switch {
+			case errors.Is(err, errOversized):
+				// Skipped: keep what the listener has; look at the node's
+				// Stat again later, not at every kick's pace.
+				watch = ch
+				if !delivered {
+					if urls, ok := r.cache.Load(s.key); ok {
+						notify(registry.Filter(s.consumer, urls))
+					}
+				}
+				retry.Reset(jitter(bigBackoff))
+				bigBackoff = min(2*bigBackoff, max(r.opts.Resync, r.opts.RetryMax))
 			case err != nil:
+				select {
+				case <-s.done: // closed meanwhile: not worth a warning
+					return
+				default:
+				}
 				r.log.Warn("zookeeper: list providers failed; will retry", zap.String("node", p), zap.Error(err))
 				if !delivered {
 					if urls, ok := r.cache.Load(s.key); ok {
@@ -152,7 +174,7 @@ func (r *Registry) watchProviders(s *sub) {
 				backoff = min(2*backoff, r.opts.RetryMax)
 			default:
 				r.checkACLs(conn, r.servicePath(s.consumer.Interface()), p)
-				backoff = r.opts.RetryMin
+				backoff, bigBackoff = r.opts.RetryMin, r.opts.RetryMax
 				watch = ch
 				urls := r.parseProviders(s, p, kids)
 				if len(urls) == 0 && len(last) > 0 {
@@ -193,20 +215,24 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 	p := r.CategoryPath(s.consumer.Interface(), registry.CategoryRouters)
 	var last []string
 	delivered := false
-	backoff := r.opts.RetryMin
+	backoff, bigBackoff := r.opts.RetryMin, r.opts.RetryMax
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	for {
 		var watch <-chan zk.Event
 		if conn, _, _, up := r.ready(); up {
-			kids, ch, err := r.childrenW(conn, p)
-			if err != nil {
+			kids, ch, err := r.guardedChildrenW(conn, s, p)
+			if errors.Is(err, errOversized) {
+				watch = ch
+				retry.Reset(jitter(bigBackoff))
+				bigBackoff = min(2*bigBackoff, max(r.opts.Resync, r.opts.RetryMax))
+			} else if err != nil {
 				retry.Reset(jitter(backoff))
 				backoff = min(2*backoff, r.opts.RetryMax)
 			} else {
 				r.checkACLs(conn, p)
-				backoff = r.opts.RetryMin
+				backoff, bigBackoff = r.opts.RetryMin, r.opts.RetryMax
 				watch = ch
 				kids = sortedStrings(kids)
 				if !delivered || !equalStrings(last, kids) {
@@ -238,39 +264,32 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 // childrenW lists p and leaves a watch on it. A missing node is not
 // created (a consumer of a service nobody provides must not leave empty
 // nodes that make the service look provided): an existence watch stands
-// in and the list is empty.
+// in and the list is empty. A node created between the listing and the
+// existence check is listed again with a child watch: an existence watch
+// on a node that exists fires for its data or its deletion, never for its
+// children, so the list would never be updated.
 func (r *Registry) childrenW(conn *zk.Conn, p string) ([]string, <-chan zk.Event, error) {
-	kids, _, ch, err := conn.ChildrenW(p)
-	if err == nil || !errors.Is(err, zk.ErrNoNode) {
-		return kids, ch, err
-	}
-	ok, _, ech, err := conn.ExistsW(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ok {
-		// Created meanwhile: the existence watch fires on the next change
-		// and we list again.
-		kids, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
+	for range 3 {
+		kids, _, ch, err := conn.ChildrenW(p)
+		if err == nil || !errors.Is(err, zk.ErrNoNode) {
+			return kids, ch, err
+		}
+		ok, _, ech, err := conn.ExistsW(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
 			return nil, ech, nil
 		}
-		return kids, ech, err
 	}
-	return nil, ech, nil
+	return nil, nil, fmt.Errorf("zookeeper registry: %s was created and deleted again while listed", p)
 }
 
-// parseProviders turns child names into provider URLs for s: at most
-// MaxChildren of them, malformed names skipped with a warning, then
-// filtered by registry.Match.
+// parseProviders turns child names (at most MaxChildren of them, see
+// guardedChildrenW) into provider URLs for s: malformed names skipped with
+// a warning, then filtered by registry.Match.
 func (r *Registry) parseProviders(s *sub, p string, kids []string) []*protocol.URL {
 	kids = sortedStrings(kids)
-	if len(kids) > r.opts.MaxChildren {
-		r.truncated.Add(uint64(len(kids) - r.opts.MaxChildren))
-		r.log.Warn("zookeeper: too many providers; extra ignored",
-			zap.String("node", p), zap.Int("children", len(kids)), zap.Int("max", r.opts.MaxChildren))
-		kids = kids[:r.opts.MaxChildren]
-	}
 	urls := make([]*protocol.URL, 0, len(kids))
 	for _, k := range kids {
 		u, err := protocol.ParseURL(k)

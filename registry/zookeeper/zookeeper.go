@@ -88,10 +88,13 @@ type Registry struct {
 	subs       map[*sub]struct{}
 	aclSeen    map[string]bool // nodes whose ACL was looked at: open or not
 	exposed    []ExposedNode
+	listing    map[*sub]int // listings in flight: their children count
+
+	oversized     atomic.Uint64
+	oversizedResp atomic.Uint64
 
 	exposedN  atomic.Uint64
 	malformed atomic.Uint64
-	truncated atomic.Uint64
 	redials   atomic.Uint64
 	sessions  atomic.Uint64
 }
@@ -133,8 +136,15 @@ type Stats struct {
 	// Malformed counts child names skipped because they did not parse
 	// (each name once per subscription).
 	Malformed uint64
-	// Truncated counts children ignored beyond Options.MaxChildren.
-	Truncated uint64
+	// Oversized counts nodes found too big to list (more than
+	// Options.MaxChildren children, or a listing over
+	// Options.MaxBufferSize) and skipped: once per node each time it
+	// becomes too big.
+	Oversized uint64
+	// OversizedResponses counts responses go-zookeeper dropped the
+	// connection over because they were larger than Options.MaxBufferSize
+	// (at most one per node over the bound; see Oversized).
+	OversizedResponses uint64
 	// Exposed counts existing nodes found with an ACL that lets anyone
 	// change them (see Registry.Exposed).
 	Exposed uint64
@@ -171,6 +181,7 @@ func New(address string, opts Options) (*Registry, error) {
 		deletes: map[string]*pendingDelete{},
 		subs:    map[*sub]struct{}{},
 		aclSeen: map[string]bool{},
+		listing: map[*sub]int{},
 	}
 	r.acl = defaultACL(opts)
 	r.closedACL = !strangerMay(r.acl)
@@ -199,17 +210,27 @@ func (r *Registry) Stats() Stats {
 	r.mu.Unlock()
 	return Stats{
 		Sessions: r.sessions.Load(), Redials: r.redials.Load(),
-		Malformed: r.malformed.Load(), Truncated: r.truncated.Load(),
-		Exposed:    r.exposedN.Load(),
+		Malformed: r.malformed.Load(), Oversized: r.oversized.Load(),
+		OversizedResponses: r.oversizedResp.Load(), Exposed: r.exposedN.Load(),
 		HasSession: has, SessionID: sid,
 	}
 }
 
-// zkLogger sends go-zookeeper's log lines to zap at debug level.
-type zkLogger struct{ l *zap.Logger }
+// zkLogger sends go-zookeeper's log lines to zap at debug level, and to
+// the registry (when r is set), which looks for an oversized response.
+type zkLogger struct {
+	l *zap.Logger
+	r *Registry
+}
 
 // Printf implements zk.Logger.
-func (z zkLogger) Printf(format string, args ...any) { z.l.Debug(fmt.Sprintf(format, args...)) }
+func (z zkLogger) Printf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	z.l.Debug(line)
+	if z.r != nil {
+		z.r.onZKLog(line)
+	}
+}
 
 // dialLocked starts a new zk.Conn. r.mu must be held, so the event
 // callback (which takes r.mu) sees r.conn set.
@@ -218,7 +239,7 @@ func (r *Registry) dialLocked() {
 	gen := r.gen
 	conn, _, err := zk.Connect(r.servers, r.opts.SessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
-		zk.WithLogger(zkLogger{r.log}),
+		zk.WithLogger(zkLogger{r.log, r}),
 		zk.WithLogInfo(false),
 		zk.WithMaxBufferSize(r.opts.MaxBufferSize))
 	if err != nil {
