@@ -445,9 +445,9 @@ func (a *Application) registry(id string) (registry.Registry, error) {
 	r, err := a.regTable.Open(rc.Address, registry.Options{
 		Application:    a.cfg.Application.Name,
 		Timeout:        rc.Timeout,
-		SessionTimeout: rc.SessionTimeout,
-		Username:       rc.Username,
-		Password:       rc.Password,
+		SessionTimeout: rc.ZooKeeper.SessionTimeout,
+		Username:       rc.ZooKeeper.Username,
+		Password:       rc.ZooKeeper.Password,
 		CacheFile:      rc.CacheFile,
 		Logger:         a.log.Named("registry").With(zap.String("registry", id)),
 	})

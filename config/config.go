@@ -17,7 +17,12 @@ import (
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/registry/zookeeper"
 )
+
+// zookeeperSchemes are the address schemes of ZooKeeper registries, the
+// only ones a registry's zookeeper section applies to.
+var zookeeperSchemes = []string{"zookeeper", "zk"}
 
 // Config is the whole configuration of one application: what it provides,
 // what it refers to, and where it registers. Build it in Go or load it from
@@ -91,11 +96,6 @@ type RegistryConfig struct {
 	Address string `yaml:"address"`
 	// Timeout bounds connecting and each registry operation (default 5s).
 	Timeout time.Duration `yaml:"timeout"`
-	// SessionTimeout is the ZooKeeper session timeout (default 10s).
-	SessionTimeout time.Duration `yaml:"session_timeout"`
-	// Username and Password are digest credentials, both or neither.
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
 	// Check makes Export wait up to Timeout for the registry to answer and
 	// fail, naming the registry, when it does not (default true, as
 	// Dubbo's register check). false registers in the background as soon
@@ -104,7 +104,36 @@ type RegistryConfig struct {
 	// CacheFile is where provider lists are kept on disk; empty means the
 	// default under the user's cache directory, "-" turns the cache off.
 	CacheFile string `yaml:"cache_file"`
+	// ZooKeeper holds the settings only a ZooKeeper registry has; it must
+	// stay empty for an address of another scheme.
+	ZooKeeper ZooKeeperConfig `yaml:"zookeeper"`
 }
+
+// ZooKeeperConfig is the section of a registry with a zookeeper:// or
+// zk:// address (or none) for the settings only ZooKeeper has:
+//
+//	registries:
+//	  zk:
+//	    address: zookeeper://10.0.0.1:2181,10.0.0.2:2181
+//	    zookeeper: {session_timeout: 10s, username: shop, password: secret}
+//
+// The address may carry them too, as Dubbo writes it
+// (zookeeper://shop:secret@10.0.0.1:2181?session=10s); a setting here
+// wins over the address's.
+type ZooKeeperConfig struct {
+	// SessionTimeout is the ZooKeeper session timeout (default: the
+	// address's session parameter, else zookeeper.DefaultSessionTimeout,
+	// 10s). The server clamps it to [2, 20] × its tickTime.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// Username and Password are digest credentials, both or neither: the
+	// session authenticates with them and the nodes the registry creates
+	// get a digest ACL for that identity.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// isZero reports whether no ZooKeeper setting is made.
+func (z ZooKeeperConfig) isZero() bool { return z == ZooKeeperConfig{} }
 
 // ProtocolConfig is one protocol server.
 type ProtocolConfig struct {
@@ -269,7 +298,10 @@ type ShutdownConfig struct {
 // Defaults used by Validate.
 const (
 	DefaultRegistryTimeout = 5 * time.Second
-	DefaultSessionTimeout  = 10 * time.Second
+	// DefaultSessionTimeout is the session timeout of a ZooKeeper registry
+	// whose zookeeper.session_timeout and address leave it unset (the
+	// registry applies it).
+	DefaultSessionTimeout  = zookeeper.DefaultSessionTimeout
 	DefaultRetries         = cluster.DefaultRetries
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultProtocol        = "dubbo"
@@ -353,17 +385,21 @@ func (c *Config) validate(k known) error {
 		case k.registries != nil && !slices.Contains(k.registries, scheme):
 			bad("%s.address %q: unknown scheme %q%s (known: %s)", key, r.Address, scheme, suggest(scheme, k.registries), strings.Join(k.registries, ", "))
 		}
-		if r.Timeout < 0 || r.SessionTimeout < 0 {
-			bad("%s: timeouts must not be negative", key)
+		if r.Timeout < 0 {
+			bad("%s.timeout %v: must not be negative", key, r.Timeout)
 		}
 		if r.Timeout == 0 {
 			r.Timeout = DefaultRegistryTimeout
 		}
-		if r.SessionTimeout == 0 {
-			r.SessionTimeout = DefaultSessionTimeout
+		z := r.ZooKeeper
+		if scheme := registry.Scheme(r.Address); r.Address != "" && !z.isZero() && !slices.Contains(zookeeperSchemes, scheme) {
+			bad("%s.zookeeper: ZooKeeper settings for a %s:// address (they apply to %s:// addresses only)", key, scheme, strings.Join(zookeeperSchemes, ":// and "))
 		}
-		if (r.Username == "") != (r.Password == "") {
-			bad("%s: username and password go together", key)
+		if z.SessionTimeout < 0 {
+			bad("%s.zookeeper.session_timeout %v: must not be negative", key, z.SessionTimeout)
+		}
+		if (z.Username == "") != (z.Password == "") {
+			bad("%s.zookeeper: username and password go together", key)
 		}
 		c.Registries[id] = r
 	}

@@ -41,7 +41,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "shop", c.Application.Name)
 	assert.Equal(t, DefaultRegistryTimeout, c.Registries["zk"].Timeout)
-	assert.Equal(t, DefaultSessionTimeout, c.Registries["zk"].SessionTimeout)
+	assert.Zero(t, c.Registries["zk"].ZooKeeper.SessionTimeout, "left to the registry: the address's session parameter, else its default")
 	p := c.Protocols["dubbo"]
 	assert.Equal(t, "dubbo", p.Name)
 	assert.Equal(t, "127.0.0.1", p.Host)
@@ -120,4 +120,33 @@ func TestLoadFile(t *testing.T) {
 	_, err = Load(path)
 	require.ErrorContains(t, err, "references.x: no url and no registries")
 	assert.Contains(t, err.Error(), path)
+}
+
+// ZooKeeper's own settings are read from the registry's zookeeper section,
+// checked there, and refused for a registry of another scheme.
+func TestZooKeeperSection(t *testing.T) {
+	c, err := Parse(strings.NewReader(`registries:
+  zk:
+    address: zookeeper://127.0.0.1:2181
+    zookeeper: {session_timeout: 4s, username: shop, password: s3cret}
+  bare: {address: "127.0.0.1:2181", zookeeper: {session_timeout: 3s}}
+  short: {address: "zk://127.0.0.1:2181"}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, ZooKeeperConfig{SessionTimeout: 4 * time.Second, Username: "shop", Password: "s3cret"}, c.Registries["zk"].ZooKeeper)
+	assert.Equal(t, 3*time.Second, c.Registries["bare"].ZooKeeper.SessionTimeout, "an address without a scheme is ZooKeeper's")
+
+	neg := Config{Registries: map[string]RegistryConfig{
+		"mem":  {Address: "memory://x", ZooKeeper: ZooKeeperConfig{SessionTimeout: time.Second}},
+		"half": {Address: "zk://127.0.0.1:2181", ZooKeeper: ZooKeeperConfig{Username: "shop"}},
+		"neg":  {Address: "zookeeper://127.0.0.1:2181", ZooKeeper: ZooKeeperConfig{SessionTimeout: -time.Second}},
+	}}
+	err = neg.Validate()
+	require.Error(t, err)
+	msgs := strings.Split(err.Error(), "\n")
+	assert.Equal(t, []string{
+		"config: registries.half.zookeeper: username and password go together",
+		"config: registries.mem.zookeeper: ZooKeeper settings for a memory:// address (they apply to zookeeper:// and zk:// addresses only)",
+		"config: registries.neg.zookeeper.session_timeout -1s: must not be negative",
+	}, msgs)
 }

@@ -60,10 +60,10 @@ func logger(t *testing.T) *zap.Logger {
 // tickTime 500 ms, and its cache in dir.
 func registryConfig(address, dir string) config.RegistryConfig {
 	return config.RegistryConfig{
-		Address:        address,
-		SessionTimeout: 2 * time.Second,
-		Timeout:        5 * time.Second,
-		CacheFile:      filepath.Join(dir, "providers.cache"),
+		Address:   address,
+		ZooKeeper: config.ZooKeeperConfig{SessionTimeout: 2 * time.Second},
+		Timeout:   5 * time.Second,
+		CacheFile: filepath.Join(dir, "providers.cache"),
 	}
 }
 

@@ -169,7 +169,7 @@ func runProviderHelper() int {
 	app, err := config.New(&config.Config{
 		Application: config.ApplicationConfig{Name: "e2e-provider-" + name},
 		Registries: map[string]config.RegistryConfig{"zk": {
-			Address: os.Getenv("MINIDUBBO_ZK"), SessionTimeout: 2 * time.Second, Timeout: 5 * time.Second, CacheFile: "-"}},
+			Address: os.Getenv("MINIDUBBO_ZK"), ZooKeeper: config.ZooKeeperConfig{SessionTimeout: 2 * time.Second}, Timeout: 5 * time.Second, CacheFile: "-"}},
 		Services: map[string]config.ServiceConfig{"named": {Interface: e2eInterface}},
 	})
 	if err != nil {

@@ -320,7 +320,7 @@ func TestE2ETLSFromYAML(t *testing.T) {
 	raw := zktest.Client(t, zkc.Addrs()...)
 	p := newPKI(t)
 	registries := func(dir string) string {
-		return fmt.Sprintf("registries:\n  zk: {address: %q, session_timeout: 2s, timeout: 5s, cache_file: %q}",
+		return fmt.Sprintf("registries:\n  zk: {address: %q, zookeeper: {session_timeout: 2s}, timeout: 5s, cache_file: %q}",
 			zkc.Address(), filepath.Join(dir, "providers.cache"))
 	}
 

@@ -12,11 +12,28 @@ import (
 
 var durationType = reflect.TypeFor[time.Duration]()
 
+// movedKeys are keys that moved to another place, by the struct they were
+// in and their name there: an old key is an error naming its new place
+// (relative to the struct) and showing it.
+var movedKeys = map[reflect.Type]map[string]movedKey{
+	reflect.TypeFor[RegistryConfig](): {
+		"session_timeout": {to: "zookeeper.session_timeout", example: "zookeeper: {session_timeout: 10s}"},
+		"username":        {to: "zookeeper.username", example: "zookeeper: {username: u, password: p}"},
+		"password":        {to: "zookeeper.password", example: "zookeeper: {username: u, password: p}"},
+	},
+}
+
+type movedKey struct {
+	to      string // the new path, relative to the struct
+	example string // the new place in YAML
+}
+
 // checkYAML walks the YAML document against Config before it is decoded,
 // so that mistakes are reported in YAML terms: the path of the key
-// (registries.zk.session_timeout) and its line, the nearest known key for
-// an unknown one, and "durations need a unit" for a bare number where a
-// duration goes. It returns one message per mistake.
+// (registries.zk.timeout) and its line, the nearest known key for an
+// unknown one, the new place of a key that moved (movedKeys), and
+// "durations need a unit" for a bare number where a duration goes. It
+// returns one message per mistake.
 func checkYAML(doc *yaml.Node) []string {
 	var errs []string
 	if doc == nil || len(doc.Content) == 0 {
@@ -64,6 +81,11 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Value == "<<" {
+				continue
+			}
+			if m, ok := movedKeys[t][k.Value]; ok {
+				*errs = append(*errs, fmt.Sprintf("config: %s (line %d): this key moved to %s (write %s)",
+					join(path, k.Value), k.Line, join(path, m.to), m.example))
 				continue
 			}
 			ft, ok := fields[k.Value]

@@ -732,7 +732,7 @@ func (e *env) startProvider(name string, port int) *proc {
 	}
 	yaml := fmt.Sprintf(`application: {name: chaos-provider}
 registries:
-  zk: {address: %q, session_timeout: %s, timeout: 5s, cache_file: "-"}
+  zk: {address: %q, zookeeper: {session_timeout: %s}, timeout: 5s, cache_file: "-"}
 protocols:
   dubbo: {port: %d%s}
 services:
@@ -766,7 +766,7 @@ func (e *env) startConsumer(name string, concurrency int, interval, duration tim
 	cfg := filepath.Join(e.dir, fmt.Sprintf("%s.%d.yaml", name, seq))
 	yaml := fmt.Sprintf(`application: {name: chaos-consumer}
 registries:
-  zk: {address: %q, session_timeout: %s, timeout: 5s, cache_file: %q}
+  zk: {address: %q, zookeeper: {session_timeout: %s}, timeout: 5s, cache_file: %q}
 references:
   chaos: {interface: %s, cluster: failover, retries: 2, timeout: %s, loadbalance: random}
 shutdown: {timeout: 5s}
