@@ -214,9 +214,10 @@ func configuredRouters(s refSpec, consumer *protocol.URL) ([]cluster.Router, err
 // providerDirectory makes where the reference's providers come from: the
 // fixed list of its url, each provider referred now, or a registry
 // directory that refers them as the registries list them (ref.dir). Both
-// refer with the consumer's own timeouts laid over the providers'
-// (consumerProtocol) and wrap each provider in its attempt filters
-// (attemptChain). On error it closes what it made.
+// refer with the consumer's own timeouts laid over the providers' and
+// with the reference's TLS settings (consumerProtocol), and wrap each
+// provider in its attempt filters (attemptChain). On error it closes what
+// it made.
 func (a *Application) providerDirectory(ref *reference, s refSpec) (cluster.Directory, error) {
 	params := consumerTimeouts(s.rc)
 	params[protocol.KeyRemoteApplication] = a.cfg.Application.Name
