@@ -130,3 +130,94 @@ func TestLeastActiveIndexTiesByWeight(t *testing.T) {
 	assert.Less(t, x, chiCritical001[3], "counts %v", got)
 	assert.Equal(t, 100_000, counts[7]+counts[70]+counts[140]+counts[199])
 }
+
+// The indexed shortest-response pick chooses what the scan may choose:
+// the lowest estimate (recent time, or the mean of the recent times for a
+// provider without one, × (in flight + 1)) among the providers not
+// excluded, through churn, recent times going stale with the clock,
+// excluded sets and log overflows.
+func TestShortestResponseIndexAgreesWithScan(t *testing.T) {
+	for _, n := range []int{indexMin - 1, indexMin, 300, 1000} {
+		c := newClock()
+		lb := NewShortestResponse(Options{Seed: uint64(n), Now: c.now, ProbeAfter: time.Second})
+		weights := make([]int, n)
+		for i := range weights {
+			weights[i] = []int{0, 50, 100, 150}[i%4]
+		}
+		invs := providers(weights...)
+		p := lb.Build(invs).(*shortestPicker)
+		require.Equal(t, n >= indexMin, p.ix != nil)
+		stats := make([]*Stat, n)
+		for i, inv := range invs {
+			stats[i] = lb.Stats().For(inv)
+		}
+		r := rand.New(rand.NewPCG(2, uint64(n)))
+		for round := range 3000 {
+			c.add(time.Duration(r.IntN(60)) * time.Millisecond)
+			changes := r.IntN(4)
+			if round%500 == 0 {
+				changes = logSize + 10
+			}
+			for range changes {
+				st := stats[r.IntN(n)]
+				switch {
+				case r.IntN(4) == 0:
+					st.SetActive(int64(r.IntN(3)))
+				case st.Active() > 0:
+					st.End(c.now(), time.Duration(1+r.IntN(4))*time.Millisecond, false)
+				default:
+					st.Begin(c.now())
+				}
+			}
+			ex := excludeSet{}
+			switch round % 4 {
+			case 1:
+				for range 3 {
+					ex[r.IntN(n)] = true
+				}
+			case 2:
+				for i := range stats {
+					ex[i] = weights[i] > 0
+				}
+			}
+			got, err := p.Pick(call("m"), ex)
+			require.NoError(t, err)
+			require.False(t, ex[got], "round %d: picked excluded %d", round, got)
+			nowMs := c.now().UnixMilli()
+			var sum, known uint64
+			for _, st := range stats {
+				if rt := lb.recent(st, nowMs); rt > 0 {
+					sum, known = sum+rt, known+1
+				}
+			}
+			mean := uint64(1)
+			if known > 0 {
+				mean = max(sum/known, 1)
+			}
+			est := func(i int) uint64 {
+				rt := lb.recent(stats[i], nowMs)
+				if rt == 0 {
+					rt = mean
+				}
+				return rt * uint64(max(stats[i].Active(), 0)+1)
+			}
+			positiveLeft := false
+			low := uint64(1 << 63)
+			for i := range stats {
+				if !ex[i] && weights[i] > 0 {
+					positiveLeft = true
+					low = min(low, est(i))
+				}
+			}
+			if !positiveLeft {
+				require.Zero(t, weights[got], "round %d: only weight 0 is left", round)
+				continue
+			}
+			require.Positive(t, weights[got], "round %d", round)
+			require.Equal(t, low, est(got), "round %d: picked %d", round, got)
+		}
+		if p.ix != nil {
+			require.Equal(t, lb.Stats().log.seq.Load(), p.ix.seq, "the picks went through the index")
+		}
+	}
+}

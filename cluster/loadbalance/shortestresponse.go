@@ -31,19 +31,34 @@ func NewShortestResponse(o Options) *ShortestResponseBalancer {
 
 // Build implements LoadBalance.
 func (b *ShortestResponseBalancer) Build(invokers []protocol.Invoker) Picker {
-	return &shortestPicker{b: b, s: buildSnapshot(invokers, b.stats)}
+	s := buildSnapshot(invokers, b.stats)
+	return &shortestPicker{b: b, s: s, ix: newShortestIndex(s)}
 }
 
 type shortestPicker struct {
-	b *ShortestResponseBalancer
-	s *snapshot
+	b  *ShortestResponseBalancer
+	s  *snapshot
+	ix *shortestIndex // nil for short lists
 }
 
-// Pick implements Picker.
+// Pick implements Picker: through the index for long lists (about √n
+// work), or a scan of every provider.
 func (p *shortestPicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
+	nowMs := p.b.now().UnixMilli()
+	warming := p.s.warming(nowMs)
+	if p.ix != nil && !warming && p.ix.mu.TryLock() {
+		i, ok := p.ix.pick(p.s, p.b, nowMs, ex)
+		p.ix.mu.Unlock()
+		if ok {
+			return i, nil
+		}
+	}
+	return p.scan(nowMs, warming, ex)
+}
+
+// scan is a pick that reads every provider's statistics.
+func (p *shortestPicker) scan(nowMs int64, warming bool, ex Exclude) (int, error) {
 	s, b := p.s, p.b
-	nowMs := b.now().UnixMilli()
-	warming := s.warming(nowMs)
 	allZero := len(s.positive) == 0
 	stats := s.statsNow()
 	// first pass: the mean latency of providers with a recent sample
