@@ -397,6 +397,7 @@ func (c *Conn) read() error {
 			return c.readErr(err)
 		}
 		c.lastRead.Store(time.Now().UnixNano())
+		raceAcquireIO()
 		c.h.Serve(c, f)
 	}
 }
@@ -563,6 +564,7 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 			}
 			return bw.Flush()
 		}
+		raceReleaseIO()
 		var err error
 		written := 0
 		for i, f := range q {
@@ -615,6 +617,7 @@ func (w *vectorWriter) add(f *Buffer) {
 
 // write writes and releases the frames held; it returns their byte count.
 func (w *vectorWriter) write(nc net.Conn) (int, error) {
+	raceReleaseIO()
 	bufs := w.iov
 	_, err := bufs.WriteTo(nc)
 	n := w.bytes
