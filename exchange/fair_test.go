@@ -192,3 +192,110 @@ func TestConnectionsTakeTurns(t *testing.T) {
 	require.LessOrEqual(t, at, 2, "b waited for %d of a's requests", at)
 	require.Zero(t, s.Busy())
 }
+
+// heartbeater is a raw connection that sends only two-way heartbeats and
+// counts the answers.
+type heartbeater struct {
+	conn     net.Conn
+	answered atomic.Int64
+	done     chan struct{}
+}
+
+func dialHeartbeater(t *testing.T, addr string) *heartbeater {
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	hb := &heartbeater{conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(hb.done)
+		var hdr [exchange.HeaderSize]byte
+		for {
+			if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+				return
+			}
+			h, err := exchange.ParseHeader(hdr[:])
+			if err != nil || !h.Event || h.Request || h.Length != 0 {
+				return
+			}
+			hb.answered.Add(1)
+		}
+	}()
+	t.Cleanup(func() {
+		conn.Close()
+		<-hb.done
+	})
+	return hb
+}
+
+func (hb *heartbeater) beat(id uint64) error {
+	var b [exchange.HeaderSize]byte
+	h := exchange.Header{Request: true, TwoWay: true, Event: true, ID: id}
+	h.Put(b[:])
+	_, err := hb.conn.Write(b[:])
+	return err
+}
+
+// closed reports whether the server closed the connection.
+func (hb *heartbeater) closed() bool {
+	select {
+	case <-hb.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestIdleTimeoutSeparateFromHeartbeat: with a heartbeat interval of an
+// hour and an idle time of 300 ms, a connection that sends nothing is
+// closed after the idle time, and one that sends only heartbeats is kept,
+// until it stops sending them.
+func TestIdleTimeoutSeparateFromHeartbeat(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	s, addr := serve(t, newEcho(), &exchange.Options{Heartbeat: time.Hour, IdleTimeout: idle})
+	silent := dialHeartbeater(t, addr)
+	require.Eventually(t, silent.closed, 10*time.Second, time.Millisecond)
+	beating := dialHeartbeater(t, addr)
+	// Heartbeats every 30 ms for 5 idle times: never closed.
+	for id := uint64(1); id <= 50; id++ {
+		require.NoError(t, beating.beat(id))
+		time.Sleep(idle / 10) // the peer's pace, not a synchronisation
+	}
+	require.False(t, beating.closed())
+	require.Eventually(t, func() bool { return beating.answered.Load() == 50 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, 1, s.Conns())
+	// Silent from now on: closed.
+	require.Eventually(t, beating.closed, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conns() == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// TestHeartbeatsAreNotRequests: with the one worker busy, the queue full
+// and MaxConcurrent reached, a peer that sends only heartbeats gets every
+// one answered, none answered busy, and they take no place: Held and Busy
+// do not move.
+func TestHeartbeatsAreNotRequests(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	s, addr := serve(t, h, &exchange.Options{Workers: 1, Queue: 1, MaxConcurrent: 2})
+	c := dial(t, addr, nil)
+	results := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := call(ctx, c, "block")
+			results <- err
+		}()
+	}
+	<-h.started
+	require.Eventually(t, func() bool { return s.Held() == 2 }, 10*time.Second, time.Millisecond)
+	hb := dialHeartbeater(t, addr)
+	const n = 200
+	for id := uint64(1); id <= n; id++ {
+		require.NoError(t, hb.beat(id))
+	}
+	require.Eventually(t, func() bool { return hb.answered.Load() == n }, 10*time.Second, time.Millisecond)
+	require.Equal(t, 2, s.Held())
+	require.Zero(t, s.Busy())
+	require.Zero(t, s.Paused())
+	close(h.release)
+	for range 2 {
+		require.NoError(t, <-results)
+	}
+}

@@ -17,6 +17,10 @@ const (
 	DefaultMaxPayload = transport.DefaultMaxPayload
 	// DefaultHeartbeat is the idle time after which a heartbeat is sent.
 	DefaultHeartbeat = 30 * time.Second
+	// DefaultIdleTimeout is how long a Server keeps a connection that
+	// sends nothing, not even heartbeats: 3 heartbeats (3 × Heartbeat
+	// when Heartbeat is set and IdleTimeout is not).
+	DefaultIdleTimeout = 3 * DefaultHeartbeat
 	// DefaultWorkers bounds a Server's worker pool; workers start as
 	// requests need them, so a light load runs on a few.
 	DefaultWorkers = 512
@@ -41,8 +45,16 @@ type Options struct {
 	// Heartbeat is how long a connection may be idle before a heartbeat is
 	// sent (default DefaultHeartbeat, 30 s). A client that has read
 	// nothing for 2.5 heartbeats takes its peer as dead; a server closes
-	// connections idle for 3.
+	// connections after IdleTimeout.
 	Heartbeat time.Duration
+	// IdleTimeout is how long a Server keeps a connection from which it
+	// reads nothing at all, neither requests nor heartbeats (default 3 ×
+	// Heartbeat, DefaultIdleTimeout): then it closes it. Heartbeats keep a
+	// connection open, but they are not requests: the server answers them
+	// on the connection's reader, and they never take a worker, a place in
+	// the queue or a MaxConcurrent slot, nor count in Held. A connection
+	// whose reading the server paused (Queue) is not idle.
+	IdleTimeout time.Duration
 	// Workers bounds the goroutines that run a Server's requests (default
 	// DefaultWorkers). Workers are long-lived: one starts when requests
 	// wait and none is idle, and stops after WorkerIdle without work.
@@ -85,6 +97,7 @@ func DefaultOptions() Options {
 	return Options{
 		MaxPayload:   DefaultMaxPayload,
 		Heartbeat:    DefaultHeartbeat,
+		IdleTimeout:  DefaultIdleTimeout,
 		Workers:      DefaultWorkers,
 		Queue:        DefaultQueue,
 		WorkerIdle:   DefaultWorkerIdle,
@@ -106,6 +119,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("exchange: MaxPayload %d is negative (want 0 for the default %d, or more)", o.MaxPayload, d.MaxPayload)
 	case o.Heartbeat < 0:
 		return fmt.Errorf("exchange: Heartbeat %v is negative (want 0 for the default %v, or more)", o.Heartbeat, d.Heartbeat)
+	case o.IdleTimeout < 0:
+		return fmt.Errorf("exchange: IdleTimeout %v is negative (want 0 for the default, 3 heartbeats, or more)", o.IdleTimeout)
 	case o.MaxConcurrent < 0:
 		return fmt.Errorf("exchange: MaxConcurrent %d is negative (want 0 for no limit, or more)", o.MaxConcurrent)
 	case o.Workers < 0:
@@ -129,6 +144,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = d.Heartbeat
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 3 * c.Heartbeat
 	}
 	if c.Workers <= 0 {
 		c.Workers = d.Workers

@@ -327,23 +327,32 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 	return n
 }
 
-// keepalive runs every heartbeat interval: it sends a heartbeat on every
-// paused connection, so that its client, whose requests wait unread, still
-// hears from the server and does not take it as dead, and it closes
-// connections that sent nothing for 3 heartbeat intervals while they were
-// being read.
+// keepalive sends a heartbeat every heartbeat interval on every paused
+// connection, so that its client, whose requests wait unread, still hears
+// from the server and does not take it as dead, and it closes connections
+// that sent nothing, not even a heartbeat, for IdleTimeout while they
+// were being read.
 func (s *Server) keepalive() {
-	hb := s.opts.Heartbeat
-	t := time.NewTicker(hb)
+	hb, idleMax := s.opts.Heartbeat, s.opts.IdleTimeout
+	tick := min(hb, idleMax/2)
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	lastHB := time.Now()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case now := <-t.C:
+			sendHB := now.Sub(lastHB) >= hb-tick/2
+			if sendHB {
+				lastHB = now
+			}
 			for _, conn := range s.ts.Conns() {
 				cs := s.state(conn)
 				if cs != nil && cs.paused.Load() {
+					if !sendHB {
+						continue
+					}
 					f := NewFrame()
 					h := Header{Request: true, TwoWay: true, Event: true, ID: s.hbID.Add(1)}
 					h.Put(f.B)
@@ -358,7 +367,7 @@ func (s *Server) keepalive() {
 						last = r
 					}
 				}
-				if idle := now.Sub(last); idle >= 3*hb {
+				if idle := now.Sub(last); idle >= idleMax {
 					s.opts.Logger.Debug("closing idle connection", zap.Stringer("peer", conn.RemoteAddr()), zap.Duration("idle", idle))
 					conn.Abort(fmt.Errorf("%w: %s idle for %v", ErrConnLost, conn.RemoteAddr(), idle))
 				}

@@ -81,8 +81,13 @@ type Options struct {
 	// exchange.DefaultHeartbeat, 30 s); a consumer that hears nothing from
 	// its provider for 2.5 heartbeats takes it as dead and fails every call
 	// pending on it with status.ErrConnLost, and a provider closes
-	// connections idle for 3 (see exchange.Options.Heartbeat).
+	// connections silent for IdleTimeout (see exchange.Options.Heartbeat).
 	Heartbeat time.Duration
+	// IdleTimeout is how long a provider keeps a connection that sends
+	// nothing, neither calls nor heartbeats (default 3 × Heartbeat,
+	// exchange.DefaultIdleTimeout). Heartbeats keep a connection open but
+	// never take a worker or a call slot (see exchange.Options.IdleTimeout).
+	IdleTimeout time.Duration
 	// Workers bounds the goroutines that run the calls of one provider
 	// port (default DefaultWorkers); they start as calls need them.
 	Workers int
@@ -156,6 +161,7 @@ func DefaultOptions() Options {
 		Connections:    DefaultConnections,
 		MaxPayload:     DefaultMaxPayload,
 		Heartbeat:      DefaultHeartbeat,
+		IdleTimeout:    exchange.DefaultIdleTimeout,
 		Workers:        DefaultWorkers,
 		Queue:          DefaultQueue,
 		DialTimeout:    DefaultDialTimeout,
@@ -190,6 +196,7 @@ func (o *Options) Validate() error {
 		{"Connections", int64(o.Connections), DefaultConnections},
 		{"MaxPayload", int64(o.MaxPayload), DefaultMaxPayload},
 		{"Heartbeat", int64(o.Heartbeat), DefaultHeartbeat},
+		{"IdleTimeout", int64(o.IdleTimeout), exchange.DefaultIdleTimeout},
 		{"Workers", int64(o.Workers), DefaultWorkers},
 		{"Queue", int64(o.Queue), DefaultQueue},
 		{"MaxConcurrent", int64(o.MaxConcurrent), nil},
@@ -244,6 +251,7 @@ func (o *Options) withDefaults() (Options, error) {
 	setInt(&c.Connections, d.Connections)
 	setInt(&c.MaxPayload, d.MaxPayload)
 	setDur(&c.Heartbeat, d.Heartbeat)
+	setDur(&c.IdleTimeout, 3*c.Heartbeat)
 	setInt(&c.Workers, d.Workers)
 	setInt(&c.Queue, d.Queue)
 	setDur(&c.DialTimeout, d.DialTimeout)

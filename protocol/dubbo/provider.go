@@ -83,6 +83,7 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 	s.es, err = exchange.NewServer(s, &exchange.Options{
 		MaxPayload:    p.opts.MaxPayload,
 		Heartbeat:     p.opts.Heartbeat,
+		IdleTimeout:   p.opts.IdleTimeout,
 		MaxConcurrent: p.opts.MaxConcurrent,
 		Workers:       p.opts.Workers,
 		Queue:         p.opts.Queue,
