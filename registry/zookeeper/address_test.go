@@ -47,6 +47,10 @@ func TestNewValidates(t *testing.T) {
 		{"zookeeper://h:1", zookeeper.Options{Username: "u"}, "together"},
 		{"zookeeper://h:1", zookeeper.Options{Root: "a/b"}, "one path element"},
 		{"zookeeper://h:1?session=abc", zookeeper.Options{}, "session"},
+		{"zookeeper://h:1?max_children=many", zookeeper.Options{}, `max_children="many": want a whole number`},
+		{"zookeeper://h:1?max_buffer_size=-5", zookeeper.Options{}, "MaxBufferSize -5 is negative"},
+		{"zookeeper://h:1?max_buffer_size=1000", zookeeper.Options{}, "MaxBufferSize 1000 is below 65536"},
+		{"zookeeper://h:1?private_read=maybe", zookeeper.Options{}, `private_read="maybe": want true or false`},
 	} {
 		r, err := zookeeper.New(tc.addr, tc.o)
 		if err == nil {

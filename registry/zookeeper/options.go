@@ -26,7 +26,9 @@ const (
 	DefaultResync         = 30 * time.Second
 	DefaultMaxChildren    = 10000
 	DefaultMaxBufferSize  = 16 << 20
-	DefaultPort           = 2181
+	// MinMaxBufferSize is the smallest MaxBufferSize accepted.
+	MinMaxBufferSize = 64 << 10
+	DefaultPort      = 2181
 )
 
 // Options configure a Registry. As in every layer's options: every zero
@@ -158,6 +160,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("zookeeper registry: MaxChildren %d is negative (want 0 for the default %d, or more)", o.MaxChildren, DefaultMaxChildren)
 	case o.MaxBufferSize < 0:
 		return fmt.Errorf("zookeeper registry: MaxBufferSize %d is negative (want 0 for the default %d, or more)", o.MaxBufferSize, DefaultMaxBufferSize)
+	case o.MaxBufferSize > 0 && o.MaxBufferSize < MinMaxBufferSize:
+		return fmt.Errorf("zookeeper registry: MaxBufferSize %d is below %d, too small for ZooKeeper's own answers (want 0 for the default %d, or at least %d)",
+			o.MaxBufferSize, MinMaxBufferSize, DefaultMaxBufferSize, MinMaxBufferSize)
 	case strings.Contains(strings.Trim(o.Root, "/"), "/"):
 		return fmt.Errorf("zookeeper registry: root %q must be one path element", o.Root)
 	case (o.Username == "") != (o.Password == ""):
@@ -190,6 +195,25 @@ func (o *Options) fill(params url.Values) error {
 	o.Root = strings.Trim(o.Root, "/")
 	if o.CacheFile == "" {
 		o.CacheFile = params.Get("file")
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_children", &o.MaxChildren}, {"max_buffer_size", &o.MaxBufferSize}} {
+		if s := params.Get(f.name); s != "" && *f.v == 0 {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("zookeeper registry: %s=%q: want a whole number", f.name, s)
+			}
+			*f.v = n
+		}
+	}
+	if s := params.Get("private_read"); s != "" && !o.PrivateRead {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("zookeeper registry: private_read=%q: want true or false", s)
+		}
+		o.PrivateRead = b
 	}
 	if err := o.Validate(); err != nil {
 		return err
@@ -244,8 +268,9 @@ type Address struct {
 
 // ParseAddress parses a registry address: zookeeper://h1:2181,h2:2181,h3:2181
 // with optional user:password@ before the hosts and parameters after '?'
-// (session=ms or a Go duration, root, file, application, and backup=more
-// hosts, as Dubbo writes it). The scheme may be left out; a host without a
+// (session=ms or a Go duration, root, file, application, max_children,
+// max_buffer_size (bytes), private_read=true|false, and backup=more hosts,
+// as Dubbo writes it). The scheme may be left out; a host without a
 // port gets 2181.
 func ParseAddress(address string) (Address, error) {
 	var a Address

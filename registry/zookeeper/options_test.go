@@ -27,6 +27,7 @@ func TestOptionsValidateFields(t *testing.T) {
 		{"RegisterWait", zookeeper.Options{RegisterWait: -time.Second}, "RegisterWait -1s"},
 		{"MaxChildren", zookeeper.Options{MaxChildren: -1}, "zookeeper registry: MaxChildren -1 is negative (want 0 for the default 10000, or more)"},
 		{"MaxBufferSize", zookeeper.Options{MaxBufferSize: -1}, "MaxBufferSize -1"},
+		{"MaxBufferSize too small", zookeeper.Options{MaxBufferSize: 4096}, "MaxBufferSize 4096 is below 65536, too small for ZooKeeper's own answers"},
 		{"Root", zookeeper.Options{Root: "a/b"}, "root \"a/b\" must be one path element"},
 		{"Username", zookeeper.Options{Username: "u"}, "username and password must be set together"},
 		{"Password", zookeeper.Options{Password: "p"}, "username and password must be set together"},

@@ -168,9 +168,8 @@ func TestHealthy(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		o := opts(t, t.TempDir())
-		o.MaxChildren = 3
-		cons := newRegistry(t, zkc.Address(), o)
+		// The bound from the address, as YAML users give it.
+		cons := newRegistry(t, zkc.Address()+"?max_children=3", opts(t, t.TempDir()))
 		rec := newRecorder()
 		if err := cons.Subscribe(consumer(svc), rec); err != nil {
 			t.Fatal(err)
