@@ -30,17 +30,14 @@ func TestE2EBigProvidersNodeDoesNotBreakOtherServices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n, batch = 20000, 1000
-	for i := 0; i < n; i += batch {
-		ops := make([]any, 0, batch)
-		for j := i; j < i+batch; j++ {
-			u := protocol.NewURL("dubbo", fmt.Sprintf("10.%d.%d.%d", j>>16, (j>>8)&255, j&255), 20880, big,
-				map[string]string{protocol.KeyInterface: big, "pad": strings.Repeat("p", 150)})
-			ops = append(ops, &zk.CreateRequest{Path: bigPath + "/" + u.Escaped(), Acl: zk.WorldACL(zk.PermAll)})
-		}
-		if _, err := raw.Multi(ops...); err != nil {
-			t.Fatalf("multi create at %d: %v", i, err)
-		}
+	names := make([]string, 20000)
+	for j := range names {
+		u := protocol.NewURL("dubbo", fmt.Sprintf("10.%d.%d.%d", j>>16, (j>>8)&255, j&255), 20880, big,
+			map[string]string{protocol.KeyInterface: big, "pad": strings.Repeat("p", 150)})
+		names[j] = u.Escaped()
+	}
+	if err := zktest.CreateChildren(raw, bigPath, names); err != nil {
+		t.Fatal(err)
 	}
 
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")

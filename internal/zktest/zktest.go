@@ -607,3 +607,42 @@ func Client(t testing.TB, servers ...string) *zk.Conn {
 type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
+
+// CreateChildren creates persistent, world-open nodes named names under
+// parent (which must exist) in Multi batches small enough for a loaded
+// server to answer within a session's receive timeout. A batch whose
+// answer was lost with the connection is looked at and sent again (each
+// batch at most 5 times). Tests use it to fill a node with thousands of
+// children quickly.
+func CreateChildren(c *zk.Conn, parent string, names []string) error {
+	const batch = 250
+	for i := 0; i < len(names); i += batch {
+		part := names[i:min(i+batch, len(names))]
+		ops := make([]any, len(part))
+		for j, n := range part {
+			ops[j] = &zk.CreateRequest{Path: parent + "/" + n, Acl: zk.WorldACL(zk.PermAll)}
+		}
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if attempt > 0 {
+				time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+			}
+			if _, err = c.Multi(ops...); err == nil {
+				break
+			}
+			// A multi is all or nothing: when its last node exists, it
+			// was applied before the answer was lost.
+			if ok, _, xerr := c.Exists(parent + "/" + part[len(part)-1]); xerr == nil && ok {
+				err = nil
+				break
+			}
+			if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("zktest: create children %d-%d of %s: %w", i, i+len(part), parent, err)
+		}
+	}
+	return nil
+}

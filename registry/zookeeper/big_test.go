@@ -32,20 +32,16 @@ func fillProviders(t *testing.T, c *zk.Conn, svc, pp string, n int) int {
 		}
 	}
 	total := 0
-	const batch = 1000
-	for i := 0; i < n; i += batch {
-		ops := make([]any, 0, batch)
-		for j := i; j < min(i+batch, n); j++ {
-			u := protocol.NewURL("dubbo", fmt.Sprintf("10.%d.%d.%d", j>>16, (j>>8)&255, j&255), 20880, svc, map[string]string{
-				protocol.KeyInterface: svc, "pad": strings.Repeat("p", 150),
-			})
-			name := u.Escaped()
-			total += len(name) + 4
-			ops = append(ops, &zk.CreateRequest{Path: pp + "/" + name, Acl: zk.WorldACL(zk.PermAll)})
-		}
-		if _, err := c.Multi(ops...); err != nil {
-			t.Fatalf("multi create at %d: %v", i, err)
-		}
+	names := make([]string, n)
+	for j := range names {
+		u := protocol.NewURL("dubbo", fmt.Sprintf("10.%d.%d.%d", j>>16, (j>>8)&255, j&255), 20880, svc, map[string]string{
+			protocol.KeyInterface: svc, "pad": strings.Repeat("p", 150),
+		})
+		names[j] = u.Escaped()
+		total += len(names[j]) + 4
+	}
+	if err := zktest.CreateChildren(c, pp, names); err != nil {
+		t.Fatal(err)
 	}
 	return total
 }
