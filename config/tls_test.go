@@ -199,7 +199,7 @@ func TestTLSConsumerRefusesPlaintext(t *testing.T) {
 
 // TestTLSDirectURL: a reference with a url key and tls calls a TLS
 // provider directly (one-way TLS, no registry on the consumer); without
-// tls it cannot.
+// tls it is told why.
 func TestTLSDirectURL(t *testing.T) {
 	ctx := testCtx(t)
 	p := newPKI(t)
@@ -225,8 +225,12 @@ references:
 	got, err := direct(indent(4, "tls: {ca_file: "+p.ca+"}"))
 	require.NoError(t, err)
 	require.Equal(t, "tls:7", got)
+	// Without tls the consumer cannot know from the url that the port
+	// speaks TLS; the provider answers its plain request why.
 	_, err = direct("")
-	require.ErrorIs(t, err, status.ErrConnLost)
+	t.Log(err)
+	require.ErrorIs(t, err, status.ErrBadRequest)
+	require.ErrorContains(t, err, "this provider port speaks TLS and the request came in plain TCP: configure TLS on the consumer")
 }
 
 // TestTLSFileErrors: every bad file is reported by New, naming its key and

@@ -163,7 +163,9 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 		conns:   map[*transport.Conn]*connState{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.ts = transport.NewServer(serverHandler{s}, o.transport())
+	to := o.transport()
+	to.PlainOnTLS = plainOnTLS // a consumer without TLS is told why
+	s.ts = transport.NewServer(serverHandler{s}, to)
 	s.hbWg.Go(s.keepalive)
 	return s, nil
 }

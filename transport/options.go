@@ -57,6 +57,12 @@ type Options struct {
 	// included (default DefaultMaxConns, 10,000); connections over it are
 	// closed at once and counted (Server.Refused).
 	MaxConns int
+	// PlainOnTLS, when set, is what a TLS server answers a peer that sends
+	// a frame in plain TCP instead of a TLS handshake (a consumer without
+	// TLS): it gets that frame's header and returns the bytes to write
+	// back before the connection is closed (nil: nothing), so the peer
+	// can be told why rather than see its connection dropped.
+	PlainOnTLS func(header []byte) []byte
 	// Logger receives connection events (default none).
 	Logger *zap.Logger
 }

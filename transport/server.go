@@ -2,7 +2,9 @@ package transport
 
 import (
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -120,8 +122,16 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			tc := tls.Server(nc, s.opts.TLS)
-			_ = tc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+			_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+			conn, plain := s.sniff(nc)
+			if plain {
+				nc.Close()
+				s.mu.Lock()
+				s.pending--
+				s.mu.Unlock()
+				return
+			}
+			tc := tls.Server(conn, s.opts.TLS)
 			if err := tc.Handshake(); err != nil {
 				s.opts.Logger.Debug("tls handshake", zap.Stringer("peer", nc.RemoteAddr()), zap.Error(err))
 				nc.Close()
@@ -221,4 +231,58 @@ func (s *Server) close(graceful bool) error {
 	}
 	s.wg.Wait()
 	return nil
+}
+
+// sniff reads the first two bytes of a connection to a TLS server (its
+// deadline set): when they are the frame magic, the peer speaks plain TCP
+// to a TLS port, and sniff reads the rest of the frame header, writes
+// Options.PlainOnTLS's answer and reports plain. Otherwise it returns a
+// connection that reads those two bytes again, for the handshake.
+func (s *Server) sniff(nc net.Conn) (net.Conn, bool) {
+	if s.opts.PlainOnTLS == nil {
+		return nc, false
+	}
+	var hdr [HeaderSize]byte
+	if _, err := io.ReadFull(nc, hdr[:2]); err != nil {
+		return nc, true // nothing to hand to a handshake
+	}
+	if binary.BigEndian.Uint16(hdr[:2]) != Magic {
+		return &prefixConn{Conn: nc, prefix: hdr[:2]}, false
+	}
+	if _, err := io.ReadFull(nc, hdr[2:]); err == nil {
+		if answer := s.opts.PlainOnTLS(hdr[:]); len(answer) > 0 {
+			if _, err := nc.Write(answer); err == nil {
+				// Read the frame's body (up to a bound, within the
+				// deadline) before closing: closing with unread bytes
+				// resets the connection, which can destroy the answer
+				// before the peer reads it.
+				if tc, ok := nc.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				body := int64(binary.BigEndian.Uint32(hdr[HeaderSize-4:]))
+				_, _ = io.CopyN(io.Discard, nc, min(body, plainDrain))
+			}
+		}
+	}
+	s.opts.Logger.Debug("plain TCP on a TLS port", zap.Stringer("peer", nc.RemoteAddr()))
+	return nc, true
+}
+
+// plainDrain bounds the bytes of a plain frame a TLS server reads after
+// answering it.
+const plainDrain = 1 << 20
+
+// prefixConn reads prefix before the rest of the connection.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
 }

@@ -85,4 +85,3 @@ func BenchmarkConnectTLS(b *testing.B) {
 		})
 	}
 }
-

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
@@ -130,4 +131,23 @@ func TestExportTLSPerPort(t *testing.T) {
 	res, err := ok.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"a"}})
 	require.NoError(t, err)
 	require.Equal(t, "hello a", res.Value)
+}
+
+// TestPlainConsumerOnTLSPort: a consumer that does not know the port
+// speaks TLS (a URL without tls=true, typed by hand) is answered why, not
+// dropped; a TLS consumer on the same port is served as before.
+func TestPlainConsumerOnTLSPort(t *testing.T) {
+	ctx := testCtx(t)
+	serverTLS, clientTLS := testcert.SelfSigned(t)
+	_, u := export(t, newProtocol(t, &dubbo.Options{ServerTLS: serverTLS}), providerURL("demo.Greeter"))
+	bare := protocol.NewURL("dubbo", u.Host, u.Port, u.Path, nil)
+	plain := refer(t, newProtocol(t, nil), bare)
+	_, err := plain.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.ErrorIs(t, err, status.ErrBadRequest)
+	require.ErrorContains(t, err, exchange.PlainOnTLSMessage)
+
+	secure := refer(t, newProtocol(t, &dubbo.Options{ClientTLS: clientTLS}), u)
+	res, err := secure.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"tls"}})
+	require.NoError(t, err)
+	require.Equal(t, "hello tls", res.Value)
 }
