@@ -101,35 +101,3 @@ func TestConnLostKeepsItsCause(t *testing.T) {
 	require.True(t, errors.Is(err, status.ErrConnLost) && protocol.Retryable(err))
 	require.ErrorContains(t, err, "connection lost: transport: frame too large: body of")
 }
-
-// TestExpiredRequestNotRun: a request whose timeout runs out while it
-// waits in the provider's queue is not run once a worker takes it (its
-// consumer gave up, and may have retried it elsewhere: running it would
-// execute it twice); it is counted in Stats.Expired.
-func TestExpiredRequestNotRun(t *testing.T) {
-	ctx := testCtx(t)
-	srv := newProtocol(t, &dubboOptions{Workers: 1, Queue: 4})
-	g, u := export(t, srv, providerURL("demo.Greeter"))
-	cli := newProtocol(t, nil)
-	inv := refer(t, cli, u)
-
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Block"})
-		blocked <- err
-	}()
-	<-g.started // the only worker is taken
-	short := refer(t, cli, u.With(protocol.KeyTimeout, "50"))
-	_, err := short.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"late"}})
-	requireTimeout(t, err)
-	close(g.release)
-	require.NoError(t, <-blocked)
-	require.Eventually(t, func() bool { return srv.Stats().Expired == 1 }, testTimeout, time.Millisecond)
-	require.Equal(t, int64(1), g.calls.Load(), "only Block ran")
-
-	// A request in time still runs.
-	res, err := short.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"now"}})
-	require.NoError(t, err)
-	require.Equal(t, "hello now", res.Value)
-	require.Equal(t, uint64(1), srv.Stats().Expired)
-}
