@@ -376,7 +376,7 @@ func (l *monitorLink) connect(ctx context.Context) error {
 	retries := DefaultRetries
 	rc := ReferenceConfig{
 		Interface: monitor.ServiceName, URL: mc.Address, Registries: mc.Registries,
-		LoadBalance: "random", Cluster: "failover", Retries: &retries, Timeout: monitor.DefaultSendTimeout,
+		LoadBalance: loadbalance.Default, Cluster: cluster.DefaultStrategy, Retries: &retries, Timeout: monitor.DefaultSendTimeout,
 	}
 	// Only opening the registries takes the application's lock: building
 	// the reference waits for a provider list (up to the registries'

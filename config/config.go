@@ -15,9 +15,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/cluster/loadbalance"
+	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
+	"github.com/minidubbo/minidubbo/serialize"
 )
 
 // zookeeperSchemes are the address schemes of ZooKeeper registries, the
@@ -58,10 +62,12 @@ type MonitorConfig struct {
 	Address string `yaml:"address"`
 	// Registries ids to find the monitor service in (default: all).
 	Registries []string `yaml:"registries"`
-	// Interval between reports (default 60s, at least 1s).
+	// Interval between reports (default monitor.DefaultInterval, 60s; at
+	// least monitor.MinInterval, 1s).
 	Interval time.Duration `yaml:"interval"`
 	// BufferReports and BufferBytes bound the reports kept while the
-	// monitor is away (defaults 60 and 8 MiB); the oldest are dropped.
+	// monitor is away (defaults monitor.DefaultBufferReports and
+	// DefaultBufferBytes, 60 and 8 MiB); the oldest are dropped.
 	BufferReports int `yaml:"buffer_reports"`
 	BufferBytes   int `yaml:"buffer_bytes"`
 	// Metrics, when set, is the host:port on which the application serves
@@ -94,7 +100,8 @@ type RegistryConfig struct {
 	// Registries of one Application with the same memory name are one
 	// in-process registry; different names are separate.
 	Address string `yaml:"address"`
-	// Timeout bounds connecting and each registry operation (default 5s).
+	// Timeout bounds connecting and each registry operation (default
+	// DefaultRegistryTimeout, 5s).
 	Timeout time.Duration `yaml:"timeout"`
 	// Check makes Export wait up to Timeout for the registry to answer and
 	// fail, naming the registry, when it does not (default true, as
@@ -143,8 +150,9 @@ type ProtocolConfig struct {
 	Host string `yaml:"host"`
 	// Port to listen on; 0 picks a free port.
 	Port int `yaml:"port"`
-	// Serialization is the default body encoding: msgpack (the default),
-	// json, or one added with WithSerializer or WithProtocolOptions.
+	// Serialization is the default body encoding: msgpack (the default,
+	// DefaultSerialization), json, or one added with WithSerializer or
+	// WithProtocolOptions.
 	Serialization string `yaml:"serialization"`
 	// RegisterAddress, when set, is the host:port written to the registry
 	// instead of the listen address: for a provider behind a port mapping
@@ -167,11 +175,14 @@ type ServiceConfig struct {
 	Protocol string `yaml:"protocol"`
 	// Registries ids (default: all).
 	Registries []string `yaml:"registries"`
-	// Weight for load balancing (default 100; 0 takes no traffic).
+	// Weight for load balancing (default protocol.DefaultWeight, 100; 0
+	// takes no traffic).
 	Weight *int `yaml:"weight"`
-	// Timeout advertised to consumers (default 1s).
+	// Timeout advertised to consumers (default protocol.DefaultTimeout,
+	// 1s).
 	Timeout time.Duration `yaml:"timeout"`
-	// Warmup is the period over which the weight grows (default 10m).
+	// Warmup is the period over which the weight grows (default
+	// protocol.DefaultWarmup, 10m).
 	Warmup *time.Duration `yaml:"warmup"`
 	// Token: "" for none, "true" for a random per-process token, or a
 	// fixed secret.
@@ -196,11 +207,13 @@ type ReferenceConfig struct {
 	URL string `yaml:"url"`
 	// Registries ids (default: all).
 	Registries []string `yaml:"registries"`
-	// LoadBalance name (default random).
+	// LoadBalance name (default loadbalance.Default, random).
 	LoadBalance string `yaml:"loadbalance"`
-	// Cluster fault-tolerance strategy name (default failover).
+	// Cluster fault-tolerance strategy name (default
+	// cluster.DefaultStrategy, failover).
 	Cluster string `yaml:"cluster"`
-	// Retries after the first try for failover (default 2).
+	// Retries after the first try for failover (default
+	// cluster.DefaultRetries, 2; 0: none).
 	Retries *int `yaml:"retries"`
 	// Timeout bounds each call of the reference (default: the timeout
 	// the provider advertises, else 1s). A sooner context deadline ends the
@@ -232,7 +245,7 @@ type ReferenceConfig struct {
 	// Routers are condition rules ("method = find* => host = 127.0.0.2").
 	Routers []string `yaml:"routers"`
 	// Forks is how many providers the forking cluster calls at once
-	// (default 2).
+	// (default cluster.DefaultForks, 2).
 	Forks int `yaml:"forks"`
 	// Failback sets the failback cluster's background retries.
 	Failback FailbackConfig `yaml:"failback"`
@@ -249,16 +262,18 @@ type ReferenceConfig struct {
 }
 
 // FailbackConfig sets the background retries of the failback cluster.
-// Zero values mean the cluster package's defaults.
+// Zero values mean the cluster package's defaults (cluster.DefaultOptions).
 type FailbackConfig struct {
-	// Retries is how many times a failed call is retried (default 3).
+	// Retries is how many times a failed call is retried (default
+	// cluster.DefaultFailbackRetries, 3).
 	Retries int `yaml:"retries"`
-	// Queue bounds the calls waiting for a retry (default 100).
+	// Queue bounds the calls waiting for a retry (default
+	// cluster.DefaultFailbackQueue, 100).
 	Queue int `yaml:"queue"`
 	// Backoff is the delay before the first retry, doubled for each
-	// further one (default 5s).
+	// further one (default cluster.DefaultFailbackBackoff, 5s).
 	Backoff time.Duration `yaml:"backoff"`
-	// Timeout bounds each retry (default 1s).
+	// Timeout bounds each retry (default protocol.DefaultTimeout, 1s).
 	Timeout time.Duration `yaml:"timeout"`
 }
 
@@ -266,7 +281,8 @@ type FailbackConfig struct {
 // consumer URL as Dubbo's hash.nodes, hash.arguments and hash.attachment
 // parameters. Zero values mean the balancer's defaults.
 type HashConfig struct {
-	// Nodes is the number of ring points per provider (default 160).
+	// Nodes is the number of ring points per provider (default
+	// loadbalance.DefaultVirtualNodes, 160).
 	Nodes int `yaml:"nodes"`
 	// Arguments are the indexes of the arguments that form the key
 	// (default [0]).
@@ -295,7 +311,9 @@ type ShutdownConfig struct {
 	Wait time.Duration `yaml:"wait"`
 }
 
-// Defaults used by Validate.
+// Defaults used by Validate. Those of config's own settings are declared
+// here; those of the layers below are theirs, named here only for
+// convenience (see "Options and defaults" in the README).
 const (
 	DefaultRegistryTimeout = 5 * time.Second
 	// DefaultSessionTimeout is the session timeout of a ZooKeeper registry
@@ -304,7 +322,9 @@ const (
 	DefaultSessionTimeout  = zookeeper.DefaultSessionTimeout
 	DefaultRetries         = cluster.DefaultRetries
 	DefaultShutdownTimeout = 10 * time.Second
-	DefaultProtocol        = "dubbo"
+	DefaultProtocol        = dubbo.Name
+	DefaultSerialization   = serialize.Msgpack
+	DefaultHost            = "127.0.0.1"
 )
 
 // Load reads and validates a YAML configuration file.
@@ -415,13 +435,13 @@ func (c *Config) validate(k known) error {
 			bad("%s.name %q: unknown protocol (known: dubbo)", key, p.Name)
 		}
 		if p.Host == "" {
-			p.Host = "127.0.0.1"
+			p.Host = DefaultHost
 		}
 		if p.Port < 0 || p.Port > 65535 {
 			bad("%s.port %d: want 0 (any free port) to 65535", key, p.Port)
 		}
 		if p.Serialization == "" {
-			p.Serialization = "msgpack"
+			p.Serialization = DefaultSerialization
 		}
 		if k.serializations != nil && !slices.Contains(k.serializations, p.Serialization) {
 			bad("%s.serialization %q: unknown%s (known: %s)", key, p.Serialization, suggest(p.Serialization, k.serializations), strings.Join(k.serializations, ", "))
@@ -473,7 +493,7 @@ func (c *Config) validate(k known) error {
 			bad("%s.timeout %v: must not be negative", key, s.Timeout)
 		}
 		if s.Timeout == 0 {
-			s.Timeout = time.Second
+			s.Timeout = protocol.DefaultTimeout
 		}
 		if s.Warmup != nil && *s.Warmup < 0 {
 			bad("%s.warmup %v: must not be negative", key, *s.Warmup)
@@ -494,10 +514,10 @@ func (c *Config) validate(k known) error {
 			bad("%s: no url and no registries to find providers in", key)
 		}
 		if r.LoadBalance == "" {
-			r.LoadBalance = "random"
+			r.LoadBalance = loadbalance.Default
 		}
 		if r.Cluster == "" {
-			r.Cluster = "failover"
+			r.Cluster = cluster.DefaultStrategy
 		}
 		if r.Contract == "" {
 			r.Contract = ContractFail
@@ -563,9 +583,9 @@ func (c *Config) validate(k known) error {
 		checkRegs("monitor", m.Registries)
 		switch {
 		case m.Interval == 0:
-			m.Interval = time.Minute
-		case m.Interval < time.Second:
-			bad("monitor.interval %v: must be at least 1s", m.Interval)
+			m.Interval = monitor.DefaultInterval
+		case m.Interval < monitor.MinInterval:
+			bad("monitor.interval %v: must be at least %v", m.Interval, monitor.MinInterval)
 		}
 		if m.Address == "" && len(c.Registries) == 0 {
 			bad("monitor: no address and no registries to find the monitor service in")

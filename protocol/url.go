@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/minidubbo/minidubbo/serialize"
 )
 
 // Well-known URL parameter keys, as Dubbo names them.
@@ -293,8 +295,9 @@ func (u *URL) Warmup() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Serialization returns the serialization name (default "msgpack").
-func (u *URL) Serialization() string { return u.Param(KeySerialization, "msgpack") }
+// Serialization returns the serialization name (default
+// serialize.Msgpack).
+func (u *URL) Serialization() string { return u.Param(KeySerialization, serialize.Msgpack) }
 
 // IsFrameworkKey reports whether an attachment key belongs to the
 // framework (the token, the calling application): such attachments are

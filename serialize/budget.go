@@ -17,8 +17,11 @@ const (
 	DefaultAllocSlack = 64 << 10
 )
 
-// Limits bound what a decoder allocates for one body. A zero field means
-// the default.
+// Limits bound what a decoder allocates for one body. As in every layer's
+// options: a zero field means the default (DefaultLimits shows them); a
+// negative one is invalid (Validate). The constructors that take Limits
+// cannot return an error, so check Limits with Validate before: they use
+// the default in place of a negative field.
 //
 // The msgpack decoder walks the bytes with the Go type they decode into
 // before decoding them, adds up what the decode would allocate (slices
@@ -36,6 +39,22 @@ type Limits struct {
 	// wrong struct or a misspelt JSON key is not silently read as zero
 	// values; allow them during rolling upgrades that add fields.
 	AllowUnknownFields bool
+}
+
+// DefaultLimits returns the defaults of every field.
+func DefaultLimits() Limits {
+	return Limits{AllocFactor: DefaultAllocFactor, AllocSlack: DefaultAllocSlack}
+}
+
+// Validate returns an error naming the first negative field.
+func (l Limits) Validate() error {
+	switch {
+	case l.AllocFactor < 0:
+		return fmt.Errorf("serialize: AllocFactor %d is negative (want 0 for the default %d, or more)", l.AllocFactor, DefaultAllocFactor)
+	case l.AllocSlack < 0:
+		return fmt.Errorf("serialize: AllocSlack %d is negative (want 0 for the default %d, or more)", l.AllocSlack, DefaultAllocSlack)
+	}
+	return nil
 }
 
 func (l Limits) withDefaults() Limits {
