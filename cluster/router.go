@@ -33,6 +33,11 @@ type Router interface {
 	Narrow(invokers []protocol.Invoker, key RouteKey) ([]protocol.Invoker, error)
 }
 
+// RouterFactory makes the router of one reference, given the reference's
+// consumer URL (its application, interface and host, for rules that
+// match on the consumer). config.WithRouter registers one by name.
+type RouterFactory func(consumer *protocol.URL) (Router, error)
+
 // RouteKey names one subset a router narrows a list to: calls with equal
 // keys go to the same subset. Each router gives the fields its own
 // meaning; the cluster only compares keys.

@@ -132,6 +132,18 @@ func WithFilter(name string, f protocol.Filter) Option {
 	}
 }
 
+// WithRouter adds a router by name, for references to list in their
+// routers key (next to condition rules). f makes each reference its own
+// router, after the built-in tag router and in the order listed.
+func WithRouter(name string, f cluster.RouterFactory) Option {
+	return func(a *Application) error {
+		if f == nil {
+			return fmt.Errorf("config: WithRouter %q: nil factory", name)
+		}
+		return a.routers.Register(name, f)
+	}
+}
+
 // WithSerializer adds a serialization that services and protocols may
 // name in their serialization key, next to msgpack and json (and to those
 // of WithProtocolOptions' Serializers table). Its name and id must be new.
@@ -174,8 +186,9 @@ type Application struct {
 	// serializers are added to the protocol's table at New.
 	serializers []serialize.Serializer
 
-	filters filterSet                     // from WithFilters
-	named   *named.Table[protocol.Filter] // from WithFilter
+	filters filterSet                           // from WithFilters
+	named   *named.Table[protocol.Filter]       // from WithFilter
+	routers *named.Table[cluster.RouterFactory] // from WithRouter
 
 	mu         sync.Mutex
 	proto      *dubbo.Protocol
@@ -220,10 +233,11 @@ func New(c *Config, opts ...Option) (*Application, error) {
 			"zk":        zookeeper.Open,
 			"memory":    memory.Factory(),
 		}),
-		shared: map[string]bool{},
-		ports:  map[string]int{},
-		named:  named.New[protocol.Filter]("config", "filter", nil),
-		goTLS:  newTLSConfigs(),
+		shared:  map[string]bool{},
+		ports:   map[string]int{},
+		named:   named.New[protocol.Filter]("config", "filter", nil),
+		routers: named.New[cluster.RouterFactory]("config", "router", nil),
+		goTLS:   newTLSConfigs(),
 	}
 	for _, o := range opts {
 		if err := o(a); err != nil {
@@ -245,6 +259,7 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		registries:     a.regTable.Names(),
 		serializations: po.Serializers.Names(),
 		filters:        a.named.Names(),
+		routers:        a.routers.Names(),
 	}); err != nil {
 		return nil, err
 	}

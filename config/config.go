@@ -242,7 +242,9 @@ type ReferenceConfig struct {
 	// Methods holds per-method overrides by method name; each must name a
 	// method of the stub given to Refer.
 	Methods map[string]MethodConfig `yaml:"methods"`
-	// Routers are condition rules ("method = find* => host = 127.0.0.2").
+	// Routers narrow the providers of each call, in order, after the
+	// built-in tag router: each is a condition rule ("method = find* =>
+	// host = 127.0.0.2") or the name of a router added with WithRouter.
 	Routers []string `yaml:"routers"`
 	// Forks is how many providers the forking cluster calls at once
 	// (default cluster.DefaultForks, 2).
@@ -381,7 +383,7 @@ func (c *Config) Validate() error {
 // known holds the names in an application's tables; a nil list accepts
 // any name.
 type known struct {
-	loadBalances, clusters, registries, serializations, filters []string
+	loadBalances, clusters, registries, serializations, filters, routers []string
 }
 
 func (c *Config) validate(k known) error {
@@ -524,6 +526,12 @@ func (c *Config) validate(k known) error {
 		}
 		if !slices.Contains(contractModes, r.Contract) {
 			bad("%s.contract %q: unknown%s (known: %s)", key, r.Contract, suggest(r.Contract, contractModes), strings.Join(contractModes, ", "))
+		}
+		for i, rt := range r.Routers {
+			if k.routers != nil && !strings.Contains(rt, "=>") && !slices.Contains(k.routers, rt) {
+				bad("%s.routers[%d]: %q is no condition rule (when => then) and no router%s (known: %s)",
+					key, i, rt, suggest(rt, k.routers), strings.Join(k.routers, ", "))
+			}
 		}
 		if loadBalances != nil && !slices.Contains(loadBalances, r.LoadBalance) {
 			bad("%s.loadbalance: unknown %q%s (known: %s)", key, r.LoadBalance, suggest(r.LoadBalance, loadBalances), strings.Join(loadBalances, ", "))

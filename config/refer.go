@@ -130,7 +130,7 @@ type refSpec struct {
 // filters on top (callChain).
 func (a *Application) buildRef(ctx context.Context, s refSpec) (*reference, error) {
 	consumer := a.consumerURL(s.rc)
-	routers, err := configuredRouters(s, consumer)
+	routers, err := a.configuredRouters(s, consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -198,11 +198,20 @@ func (a *Application) consumerURL(rc ReferenceConfig) *protocol.URL {
 }
 
 // configuredRouters are the reference's routers: the tag router, then its
-// condition rules in order.
-func configuredRouters(s refSpec, consumer *protocol.URL) ([]cluster.Router, error) {
+// routers in order, each a router added with WithRouter or a condition
+// rule.
+func (a *Application) configuredRouters(s refSpec, consumer *protocol.URL) ([]cluster.Router, error) {
 	routers := []cluster.Router{cluster.NewTagRouter()}
 	for i, rule := range s.rc.Routers {
-		r, err := cluster.NewConditionRouter(rule, cluster.ConditionOptions{Consumer: consumer})
+		var r cluster.Router
+		f, err := a.routers.Get(rule)
+		if err == nil {
+			if r, err = f(consumer); err == nil && r == nil {
+				err = fmt.Errorf("router %q: the factory made no router", rule)
+			}
+		} else {
+			r, err = cluster.NewConditionRouter(rule, cluster.ConditionOptions{Consumer: consumer})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("config: %s.routers[%d]: %w", s.key, i, err)
 		}

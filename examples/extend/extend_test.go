@@ -22,9 +22,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
+	"github.com/minidubbo/minidubbo/registry/memory"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
@@ -267,4 +269,77 @@ func TestOwnFilterFromYAML(t *testing.T) {
 
 	_, err = config.New(cfg, config.WithFilter("perCall", &perCall))
 	require.ErrorContains(t, err, `unknown filter "perAttempt" (known: perCall)`)
+}
+
+// heavy is a router of its own: it keeps the providers of weight 200 or
+// more, for every call (one subset, so Narrow runs once per provider list).
+type heavy struct{ narrowed, seen atomic.Int64 }
+
+func (*heavy) Key(*protocol.Invocation) cluster.RouteKey { return cluster.RouteKey{} }
+func (h *heavy) Narrow(invokers []protocol.Invoker, _ cluster.RouteKey) ([]protocol.Invoker, error) {
+	h.narrowed.Add(1)
+	h.seen.Store(int64(len(invokers)))
+	var out []protocol.Invoker
+	for _, inv := range invokers {
+		if inv.URL().Weight() >= 200 {
+			out = append(out, inv)
+		}
+	}
+	return out, nil
+}
+
+type named string
+
+func (n named) SayHello(_ context.Context, name string) (string, error) {
+	return string(n) + " says hello " + name, nil
+}
+
+const routerYAML = `
+registries:
+  mem: {address: "memory://routed"}
+services:
+  greeter: {interface: demo.Greeter, weight: %d}
+references:
+  greeter: {interface: demo.Greeter, check: true, routers: [heavyOnly]}
+`
+
+// A router named in YAML narrows every call of the reference: of two
+// providers over TCP, only the heavy one is called.
+func TestOwnRouterFromYAML(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	reg := memory.New()
+	defer reg.Close()
+	var h heavy
+	for _, weight := range []int{100, 200} {
+		cfg, err := config.Parse(strings.NewReader(fmt.Sprintf(routerYAML, weight)))
+		require.NoError(t, err)
+		app, err := config.New(cfg, config.WithRegistry("mem", reg),
+			config.WithRouter("heavyOnly", func(*protocol.URL) (cluster.Router, error) { return &h, nil }))
+		require.NoError(t, err)
+		defer app.Shutdown(context.Background())
+		_, err = app.Export(ctx, "greeter", named(fmt.Sprint(weight)))
+		require.NoError(t, err)
+		if weight == 100 {
+			continue
+		}
+		var c struct {
+			SayHello func(ctx context.Context, name string) (string, error)
+		}
+		require.NoError(t, app.Refer(ctx, "greeter", &c))
+		require.Eventually(t, func() bool {
+			_, err := c.SayHello(ctx, "x")
+			return err == nil && h.seen.Load() == 2
+		}, 5*time.Second, 5*time.Millisecond, "the router sees both providers")
+		narrowed := h.narrowed.Load()
+		for range 20 {
+			got, err := c.SayHello(ctx, "x")
+			require.NoError(t, err)
+			require.Equal(t, "200 says hello x", got)
+		}
+		assert.Equal(t, narrowed, h.narrowed.Load(), "narrowed once per provider list, not per call")
+
+		_, err = config.New(cfg)
+		require.ErrorContains(t, err, `references.greeter.routers[0]: "heavyOnly" is no condition rule (when => then) and no router`)
+	}
 }
