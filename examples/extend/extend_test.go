@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
@@ -341,5 +343,89 @@ func TestOwnRouterFromYAML(t *testing.T) {
 
 		_, err = config.New(cfg)
 		require.ErrorContains(t, err, `references.greeter.routers[0]: "heavyOnly" is no condition rule (when => then) and no router`)
+	}
+}
+
+// heaviest is a load balancer of its own: its picker, built once per
+// provider list, takes the provider of the greatest weight still allowed.
+type heaviest struct{ built *atomic.Int64 } // providers in the last list built
+
+type heaviestPicker []int // provider indexes, heaviest first
+
+func (h heaviest) Build(invokers []protocol.Invoker) loadbalance.Picker {
+	h.built.Store(int64(len(invokers)))
+	p := make(heaviestPicker, len(invokers))
+	for i := range p {
+		p[i] = i
+	}
+	slices.SortStableFunc(p, func(a, b int) int { return invokers[b].URL().Weight() - invokers[a].URL().Weight() })
+	return p
+}
+
+func (p heaviestPicker) Pick(_ *protocol.Invocation, ex loadbalance.Exclude) (int, error) {
+	for _, i := range p {
+		if ex == nil || !ex.Excluded(i) {
+			return i, nil
+		}
+	}
+	return 0, loadbalance.ErrNoInvokers
+}
+
+// once is a fault-tolerance strategy of its own: one attempt, counted.
+type once struct{ calls *atomic.Int64 }
+
+func (o once) Invoke(ctx context.Context, c *cluster.Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	o.calls.Add(1)
+	p, err := c.Pick(inv, cluster.Tried{})
+	if err != nil {
+		return nil, err
+	}
+	return c.Call(ctx, p, inv)
+}
+
+const balancerYAML = `
+registries:
+  mem: {address: "memory://balanced"}
+services:
+  greeter: {interface: demo.Greeter, weight: %d}
+references:
+  greeter: {interface: demo.Greeter, check: true, loadbalance: heaviest, cluster: once}
+`
+
+// A load balancer and a strategy named in YAML: of two providers over
+// TCP, every call goes to the heavier one, through the strategy.
+func TestOwnBalancerAndStrategyFromYAML(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	reg := memory.New()
+	defer reg.Close()
+	var calls, built atomic.Int64
+	for _, weight := range []int{200, 100} {
+		cfg, err := config.Parse(strings.NewReader(fmt.Sprintf(balancerYAML, weight)))
+		require.NoError(t, err)
+		app, err := config.New(cfg, config.WithRegistry("mem", reg),
+			config.WithLoadBalance("heaviest", func(loadbalance.Options) loadbalance.LoadBalance { return heaviest{&built} }),
+			config.WithCluster("once", func(cluster.Options) (cluster.Strategy, error) { return once{&calls}, nil }))
+		require.NoError(t, err)
+		defer app.Shutdown(context.Background())
+		_, err = app.Export(ctx, "greeter", named(fmt.Sprint(weight)))
+		require.NoError(t, err)
+		if weight == 200 {
+			continue
+		}
+		var c struct {
+			SayHello func(ctx context.Context, name string) (string, error)
+		}
+		require.NoError(t, app.Refer(ctx, "greeter", &c))
+		for range 20 {
+			got, err := c.SayHello(ctx, "x")
+			require.NoError(t, err)
+			require.Equal(t, "200 says hello x", got)
+		}
+		assert.Equal(t, int64(20), calls.Load())
+		assert.Equal(t, int64(2), built.Load(), "the picker was built over both providers")
+
+		_, err = config.New(cfg, config.WithRegistry("mem", reg))
+		require.ErrorContains(t, err, `references.greeter.loadbalance: unknown "heaviest"`)
 	}
 }
