@@ -32,11 +32,17 @@ func newCallCtx(parent context.Context, d time.Duration) *callCtx {
 
 // newCallCtxUntil is newCallCtx with a deadline instead of a duration.
 func newCallCtxUntil(parent context.Context, deadline time.Time) *callCtx {
-	c := &callCtx{parent: parent, deadline: deadline}
+	c := &callCtx{}
+	c.init(parent, deadline)
+	return c
+}
+
+// init sets up a zero callCtx (one allocated with others, see call).
+func (c *callCtx) init(parent context.Context, deadline time.Time) {
+	c.parent, c.deadline = parent, deadline
 	if pd, ok := parent.Deadline(); ok && pd.Before(c.deadline) {
 		c.deadline = pd
 	}
-	return c
 }
 
 func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, true }

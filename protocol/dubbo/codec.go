@@ -132,8 +132,8 @@ func signature(method string, types []reflect.Type) string {
 }
 
 // decodeArgs decodes r.argc arguments into types (plain values when types
-// is nil).
-func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool) ([]any, error) {
+// is nil), in buf when it has room for them.
+func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, buf []any) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
 			status.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
@@ -141,7 +141,12 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 	if r.argc == 0 {
 		return nil, nil
 	}
-	args := make([]any, r.argc)
+	var args []any
+	if int(r.argc) <= cap(buf) {
+		args = buf[:r.argc]
+	} else {
+		args = make([]any, r.argc)
+	}
 	for i := range args {
 		if !typed || types[i].Kind() == reflect.Interface && types[i].NumMethod() == 0 {
 			v, err := dec.DecodeAny()

@@ -219,7 +219,8 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		}
 		typed = true
 	}
-	args, err := decodeArgs(dec, &r, types, typed)
+	c := new(call)
+	args, err := decodeArgs(dec, &r, types, typed, c.args[:0])
 	if err != nil {
 		st.badBodies.Add(1)
 		return nil, err
@@ -227,11 +228,12 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	if r.method == service.EchoMethod {
 		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
 	}
-	cctx := newCallCtxUntil(ctx, deadline)
+	cctx := &c.ctx
+	cctx.init(ctx, deadline)
 	defer cctx.release()
 	ctx = cctx
-	atts := r.atts
-	inv := &protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: atts,
+	inv := &c.inv
+	*inv = protocol.Invocation{Service: r.service, Version: r.version, Group: r.group, Method: r.method, Args: args, Attachments: r.atts,
 		RemoteAddr: req.RemoteAddr, RequestBytes: len(req.Body)}
 	res, err := s.invoke(ctx, e.inv, inv)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -255,6 +257,14 @@ func (s *server) serName(id byte) string {
 		return ser.Name()
 	}
 	return strconv.Itoa(int(id))
+}
+
+// call is what every call needs, in one allocation: its context, its
+// invocation and room for its first arguments.
+type call struct {
+	ctx  callCtx
+	inv  protocol.Invocation
+	args [2]any
 }
 
 var echoTypes = []reflect.Type{reflect.TypeFor[any]()}
