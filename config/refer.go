@@ -32,6 +32,10 @@ import (
 // Refer checks stub against the method signatures the providers listed
 // now publish (see ReferenceConfig.Contract) and that every key of the
 // reference's methods names a method of stub.
+//
+// Refer waits for the reference's first provider list (at most the
+// longest timeout of its registries) without holding up the rest of the
+// application; a Refer still waiting when Shutdown begins fails.
 func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 	if err := a.checkMethodsKeys(id, stub); err != nil {
 		return err
@@ -61,18 +65,11 @@ func (a *Application) ReferGeneric(ctx context.Context, id string) (*proxy.Gener
 
 // refer builds the reference id, hands its top invoker to bind, checks
 // stub (nil for none) against the providers' contract and keeps the
-// reference for Shutdown.
+// reference for Shutdown. Only opening the registries and keeping the
+// reference take a.mu: waiting for a provider list (up to the registries'
+// timeout) holds up no other Refer, Export, Shutdown or /metrics.
 func (a *Application) refer(ctx context.Context, id string, bind func(protocol.Invoker) error, stub any) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return errors.New("config: refer: application is shut down")
-	}
-	rc, ok := a.cfg.References[id]
-	if !ok {
-		return fmt.Errorf("config: refer: unknown reference %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.References), ", "))
-	}
-	regs, err := a.referRegistries(rc)
+	rc, regs, err := a.referStart(id)
 	if err != nil {
 		return err
 	}
@@ -88,9 +85,42 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 		return err
 	}
 	ref.id = id
-	a.refs = append(a.refs, ref)
+	return a.keepRef(ref)
+}
+
+// referStart looks the reference id up and opens its registries, unless
+// the application is shut down.
+func (a *Application) referStart(id string) (ReferenceConfig, []registry.Registry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ReferenceConfig{}, nil, errShutDown
+	}
+	rc, ok := a.cfg.References[id]
+	if !ok {
+		return rc, nil, fmt.Errorf("config: refer: unknown reference %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.References), ", "))
+	}
+	regs, err := a.referRegistries(rc)
+	return rc, regs, err
+}
+
+// keepRef keeps ref for Shutdown to close, or closes it when Shutdown
+// began while it was being built.
+func (a *Application) keepRef(ref *reference) error {
+	a.mu.Lock()
+	closed := a.closed
+	if !closed {
+		a.refs = append(a.refs, ref)
+	}
+	a.mu.Unlock()
+	if closed {
+		ref.close()
+		return errShutDown
+	}
 	return nil
 }
+
+var errShutDown = errors.New("config: refer: application is shut down")
 
 // referRegistries opens the registries the reference rc finds its
 // providers in: none for a reference with a url (a.mu held).
@@ -117,9 +147,8 @@ type refSpec struct {
 }
 
 // buildRef builds the reference s describes and hands its top invoker to
-// s.bind. It takes no lock (its registries are open already), so a caller
-// that does not hold a.mu, such as the monitor link, holds up no Export
-// or Refer while it waits for a provider list.
+// s.bind. It takes no lock (its registries are open already), so that
+// while it waits for a provider list it holds up no Export or Refer.
 //
 // The steps, each a function below: describe the consumer (consumerURL),
 // compile the configured routers, make the providers' directory with

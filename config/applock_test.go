@@ -2,10 +2,14 @@ package config_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/config"
@@ -107,4 +111,96 @@ func TestMonitorLookupDoesNotHoldUpExportAndRefer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the report did not end after the registry answered")
 	}
+}
+
+// A Refer waiting for its registry does not hold up the application: an
+// Export, another Refer and the /metrics page go on meanwhile, and a
+// Shutdown returns; the waiting Refer then fails, saying the application
+// is shut down, and leaves its stub untouched.
+func TestWaitingReferDoesNotHoldUpTheApplication(t *testing.T) {
+	stuck := &stuckRegistry{Registry: memory.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(stuck.release) }) }
+	defer release()
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{
+			"stuck": {Address: "memory://stuck"},
+			"mem":   {Address: "memory://mem"},
+		},
+		Services: map[string]config.ServiceConfig{"greeter": {Interface: "demo.Greeter", Registries: []string{"mem"}}},
+		References: map[string]config.ReferenceConfig{
+			"greeter": {Interface: "demo.Greeter", Registries: []string{"mem"}, Check: true},
+			"slow":    {Interface: "demo.Greeter", Registries: []string{"stuck"}},
+		},
+	}, config.WithRegistry("stuck", stuck), config.WithRegistry("mem", memory.New()), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() {
+		release()
+		_ = app.Shutdown(context.Background())
+	}()
+
+	var slow GreeterClient
+	slowDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		slowDone <- app.Refer(ctx, "slow", &slow)
+	}()
+	select {
+	case <-stuck.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow Refer never subscribed")
+	}
+
+	done := make(chan error, 1)
+	var client GreeterClient
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := app.Export(ctx, "greeter", Greeter{}); err != nil {
+			done <- err
+			return
+		}
+		if err := app.Refer(ctx, "greeter", &client); err != nil {
+			done <- err
+			return
+		}
+		rec := httptest.NewRecorder()
+		app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			done <- fmt.Errorf("/metrics: %d", rec.Code)
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Export, Refer and /metrics waited for a Refer stuck in its registry")
+	}
+	reply, err := client.SayHello(context.Background(), "world")
+	require.NoError(t, err)
+	require.Equal(t, "hello, world", reply)
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shut <- app.Shutdown(ctx)
+	}()
+	select {
+	case err := <-shut:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown waited for a Refer stuck in its registry")
+	}
+	release()
+	select {
+	case err := <-slowDone:
+		require.ErrorContains(t, err, "application is shut down")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow Refer did not end once its registry answered")
+	}
+	assert.Nil(t, slow.SayHello, "a failed Refer leaves the stub untouched")
 }
