@@ -1,7 +1,8 @@
 // Package extend_test shows the doors of minidubbo from outside the
 // framework: a registry of its own (a toy etcd-style key-value store), a
-// serialization of its own and a filter of its own, each added in a few
-// lines with a config option and chosen from YAML by name.
+// serialization (encoding/gob), filters, a router, a load balancer and a
+// fault-tolerance strategy of its own, each added in a few lines with a
+// config option and chosen from YAML by name.
 package extend_test
 
 import (
