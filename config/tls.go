@@ -58,7 +58,9 @@ type ClientTLSConfig struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// ServerName is the name the provider's certificate must be valid for
-	// (default: the host of its address).
+	// (default: the host of its address, so a provider registered by IP
+	// address needs that IP in its certificate's subject alternative
+	// names, or this set).
 	ServerName string `yaml:"server_name"`
 }
 
@@ -66,7 +68,7 @@ type ClientTLSConfig struct {
 // it itself.
 type ConsumerConfig struct {
 	// TLS, when set, makes the connections of every reference without a
-	// tls key of its own speak TLS.
+	// tls key of its own speak TLS, and those to the monitor service.
 	TLS *ClientTLSConfig `yaml:"tls"`
 }
 

@@ -111,8 +111,21 @@ func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 // Err returns why the client stopped working (wrapping ErrClosed), or nil.
 func (c *Client) Err() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	err := c.err
+	c.mu.Unlock()
+	if err == nil {
+		select {
+		case <-c.conn.Done():
+			// Closed, and the close handler has not said why yet: the
+			// connection knows (a TLS alert from the provider, say).
+			if cerr := c.conn.Err(); cerr != nil && !errors.Is(cerr, transport.ErrClosed) {
+				return fmt.Errorf("%w (%w)", ErrClosed, cerr)
+			}
+			return ErrClosed
+		default:
+		}
+	}
+	return err
 }
 
 // ReadOnly reports whether the provider announced that it is shutting down.

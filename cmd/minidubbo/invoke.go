@@ -15,8 +15,10 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 	"github.com/minidubbo/minidubbo/service"
@@ -32,6 +34,7 @@ are found in the registry, or called directly with -url. Examples:
   minidubbo invoke -service demo.hello.Greeter -method SayHello -args '["world"]'
   minidubbo invoke -url 127.0.0.1:20880 -service demo.Calc -method Add -args '[1, 2]'
   minidubbo invoke -service demo.Orders -version 1.0 -method Find -args '[{"id": 7}]' -attach dubbo.tag=gray
+  minidubbo invoke -service demo.Greeter -method SayHello -args '["tls"]' -tls-ca ca.pem -tls-cert me.pem -tls-key me.key
 
 Arguments are a JSON array; integers stay integers, and an object may stand
 for a struct parameter. A business error prints "error (code N): message".
@@ -59,6 +62,11 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 3*time.Second, "bound on finding providers, and on the call")
 	attach := fs.String("attach", "", "attachments sent with the call, key=value,...")
 	compact := fs.Bool("json", false, "print the result as JSON on one line (default: indented)")
+	useTLS := fs.Bool("tls", false, "speak TLS to the providers (implied by the other -tls flags)")
+	tlsCA := fs.String("tls-ca", "", "PEM file of the CAs trusted to sign providers' certificates (default: the system's)")
+	tlsCert := fs.String("tls-cert", "", "PEM file of this client's certificate, for providers that want one (mutual TLS)")
+	tlsKey := fs.String("tls-key", "", "PEM file of the key of -tls-cert")
+	tlsName := fs.String("tls-server-name", "", "name the providers' certificates must be valid for (default: their host)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -103,6 +111,12 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 		Retries:   &retries,
 		Check:     true,
 	}
+	if *useTLS || *tlsCA != "" || *tlsCert != "" || *tlsKey != "" || *tlsName != "" {
+		if (*tlsCert == "") != (*tlsKey == "") {
+			return usageErr(errors.New("-tls-cert and -tls-key go together"))
+		}
+		ref.TLS = &config.ClientTLSConfig{CAFile: *tlsCA, CertFile: *tlsCert, KeyFile: *tlsKey, ServerName: *tlsName}
+	}
 	cfg := &config.Config{
 		Application: config.ApplicationConfig{Name: "minidubbo-cli"},
 		References:  map[string]config.ReferenceConfig{invokeRef: ref},
@@ -126,6 +140,14 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	fail := func(err error) int {
+		switch {
+		case errors.Is(err, dubbo.ErrTLSRequired):
+			err = fmt.Errorf("%w\n(give -tls, or -tls-ca with the CA file that signed the provider's certificate)", err)
+		case errors.Is(err, dubbo.ErrClientCertRequired):
+			err = fmt.Errorf("%w\n(give -tls-cert and -tls-key)", err)
+		case strings.Contains(err.Error(), exchange.PlainOnTLSMessage):
+			err = fmt.Errorf("%w\n(give -tls, or -tls-ca with the CA file that signed the provider's certificate)", err)
+		}
 		var se *service.Error
 		if errors.As(err, &se) {
 			fmt.Fprintf(stderr, "error (code %d): %s\n", se.Code, se.Message)
@@ -155,7 +177,7 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := g.Invoke(ctx, *method, callArgs)
 	if err != nil {
-		if errors.Is(err, status.ErrBadRequest) || errors.Is(err, status.ErrServiceNotFound) {
+		if (errors.Is(err, status.ErrBadRequest) || errors.Is(err, status.ErrServiceNotFound)) && !strings.Contains(err.Error(), exchange.PlainOnTLSMessage) {
 			if hint := expectedShape(app.Providers(invokeRef), *method); hint != "" {
 				err = fmt.Errorf("%w\n%s", err, hint)
 			}
