@@ -557,8 +557,17 @@ func (c *Config) validate(k known) error {
 		if r.Forks < 0 {
 			bad("%s.forks %d: must not be negative", key, r.Forks)
 		}
-		if f := r.Failback; f.Retries < 0 || f.Queue < 0 || f.Backoff < 0 || f.Timeout < 0 {
-			bad("%s.failback: values must not be negative", key)
+		if f := r.Failback; f.Retries < 0 {
+			bad("%s.failback.retries %d: must not be negative", key, f.Retries)
+		}
+		if f := r.Failback; f.Queue < 0 {
+			bad("%s.failback.queue %d: must not be negative", key, f.Queue)
+		}
+		if f := r.Failback; f.Backoff < 0 {
+			bad("%s.failback.backoff %v: must not be negative", key, f.Backoff)
+		}
+		if f := r.Failback; f.Timeout < 0 {
+			bad("%s.failback.timeout %v: must not be negative", key, f.Timeout)
 		}
 		if r.Hash.Nodes < 0 {
 			bad("%s.hash.nodes %d: must not be negative", key, r.Hash.Nodes)
@@ -598,16 +607,22 @@ func (c *Config) validate(k known) error {
 		if m.Address == "" && len(c.Registries) == 0 {
 			bad("monitor: no address and no registries to find the monitor service in")
 		}
-		if m.BufferReports < 0 || m.BufferBytes < 0 {
-			bad("monitor: buffer bounds must not be negative")
+		if m.BufferReports < 0 {
+			bad("monitor.buffer_reports %d: must not be negative", m.BufferReports)
+		}
+		if m.BufferBytes < 0 {
+			bad("monitor.buffer_bytes %d: must not be negative", m.BufferBytes)
 		}
 	}
 	c.validateTLS(bad)
 	for _, msg := range c.Logging.validate() {
 		bad("%s", msg)
 	}
-	if c.Shutdown.Timeout < 0 || c.Shutdown.Wait < 0 {
-		bad("shutdown: timeouts must not be negative")
+	if c.Shutdown.Timeout < 0 {
+		bad("shutdown.timeout %v: must not be negative", c.Shutdown.Timeout)
+	}
+	if c.Shutdown.Wait < 0 {
+		bad("shutdown.wait %v: must not be negative", c.Shutdown.Wait)
 	}
 	if c.Shutdown.Timeout == 0 {
 		c.Shutdown.Timeout = DefaultShutdownTimeout

@@ -136,7 +136,10 @@ references:
 func TestReferenceSettingsValidated(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{`{forks: -1}`, "references.who.forks -1: must not be negative"},
-		{`{failback: {queue: -1}}`, "references.who.failback: values must not be negative"},
+		{`{failback: {queue: -1}}`, "references.who.failback.queue -1: must not be negative"},
+		{`{failback: {retries: -1}}`, "references.who.failback.retries -1: must not be negative"},
+		{`{failback: {backoff: -1s}}`, "references.who.failback.backoff -1s: must not be negative"},
+		{`{failback: {timeout: -1s}}`, "references.who.failback.timeout -1s: must not be negative"},
 		{`{hash: {nodes: -5}}`, "references.who.hash.nodes -5: must not be negative"},
 		{`{hash: {arguments: [0, -1]}}`, "references.who.hash.arguments: index -1 must not be negative"},
 	} {
