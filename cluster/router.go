@@ -362,20 +362,6 @@ func glob(pattern, s string) bool {
 	return strings.HasSuffix(s, last)
 }
 
-// ConditionRouters parses rules given in configuration, one router each,
-// in order. The first bad rule is an error.
-func ConditionRouters(rules []string, o ConditionOptions) ([]Router, error) {
-	out := make([]Router, 0, len(rules))
-	for _, rule := range rules {
-		r, err := NewConditionRouter(rule, o)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // ParseRouterURL builds a router from a URL of the registry's routers
 // category, as Dubbo's admin tools write them:
 // condition://0.0.0.0/demo.Greeter?category=routers&rule=<escaped rule>&force=true&priority=1&enabled=true.

@@ -201,11 +201,3 @@ func TestSetRouters(t *testing.T) {
 	}
 	assert.Equal(t, int64(1), invs[0].(*fakeInvoker).calls.Load())
 }
-
-func TestConditionRouters(t *testing.T) {
-	rs, err := ConditionRouters([]string{"method = a => host = 127.0.0.1", "=> host != 127.0.0.3"}, ConditionOptions{})
-	require.NoError(t, err)
-	require.Len(t, rs, 2)
-	_, err = ConditionRouters([]string{"=> host = 1", "method =>= x"}, ConditionOptions{})
-	assert.Error(t, err)
-}

@@ -53,7 +53,7 @@ func (u *URL) TimeoutOf(method string) (time.Duration, status.Source) {
 			continue
 		}
 		if ms := u.intOr(k, -1); ms > 0 {
-			return Millis(ms), parseTimeoutSource(u.Param(k+".source", ""))
+			return millis(ms), parseTimeoutSource(u.Param(k+".source", ""))
 		}
 	}
 	return DefaultTimeout, status.SourceDefault

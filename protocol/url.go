@@ -263,12 +263,12 @@ func (u *URL) Timeout() time.Duration {
 	if ms <= 0 {
 		return DefaultTimeout
 	}
-	return Millis(ms)
+	return millis(ms)
 }
 
-// Millis converts milliseconds from a URL to a Duration, saturating at
+// millis converts milliseconds from a URL to a Duration, saturating at
 // the largest Duration instead of overflowing into a negative one.
-func Millis(ms int64) time.Duration {
+func millis(ms int64) time.Duration {
 	if ms > math.MaxInt64/int64(time.Millisecond) {
 		return math.MaxInt64
 	}

@@ -5,7 +5,7 @@
 // A provider exports one or more invokers; services that share a port share
 // one server, and requests are routed by service key (group/interface:version):
 //
-//	p := dubbo.New(nil)
+//	p, err := dubbo.New(nil) // nil: DefaultOptions()
 //	defer p.Close()
 //	exp, err := p.Export(invoker) // invoker.URL() is dubbo://127.0.0.1:0/demo.Greeter
 //	// exp.URL() carries the real port.
