@@ -27,6 +27,7 @@
 // its context ends, then closes; handlers that ignore their context are
 // abandoned and counted (Server.Abandoned), so Shutdown always returns.
 //
-// Non-OK responses come back as *StatusError, which errors.Is matches
-// against the sentinel errors of this package (Status.Err, StatusOf).
+// Non-OK responses come back as a *status.Error, which errors.Is matches
+// against package status's sentinels (status.ErrTimeout, ...). The Status
+// and Err names of this package are the same values, kept for older code.
 package exchange
