@@ -464,6 +464,7 @@ func (a *Application) registry(id string) (registry.Registry, error) {
 		Username:       rc.ZooKeeper.Username,
 		Password:       rc.ZooKeeper.Password,
 		CacheFile:      rc.CacheFile,
+		Params:         rc.ZooKeeper.params(),
 		Logger:         a.log.Named("registry").With(zap.String("registry", id)),
 	})
 	if err != nil {

@@ -137,6 +137,34 @@ type ZooKeeperConfig struct {
 	// get a digest ACL for that identity.
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	// PrivateRead, with credentials, makes the nodes the registry creates
+	// readable by that identity only (default: anyone may read them, as
+	// Dubbo's tools do, but only the identity may change them).
+	PrivateRead bool `yaml:"private_read"`
+	// MaxChildren bounds the children of a providers node the registry
+	// lists (default 10000): a node with more is reported and skipped,
+	// the last list kept.
+	MaxChildren int `yaml:"max_children"`
+	// MaxBufferSize bounds one ZooKeeper response, in bytes (default 16
+	// MiB, at least 64 KiB): a providers node whose listing would not fit
+	// is reported and skipped like one over max_children.
+	MaxBufferSize int `yaml:"max_buffer_size"`
+}
+
+// params returns the settings a ZooKeeper registry takes by name
+// (registry.Options.Params): those that are set.
+func (z ZooKeeperConfig) params() map[string]string {
+	p := map[string]string{}
+	if z.PrivateRead {
+		p["private_read"] = "true"
+	}
+	if z.MaxChildren != 0 {
+		p["max_children"] = strconv.Itoa(z.MaxChildren)
+	}
+	if z.MaxBufferSize != 0 {
+		p["max_buffer_size"] = strconv.Itoa(z.MaxBufferSize)
+	}
+	return p
 }
 
 // isZero reports whether no ZooKeeper setting is made.
@@ -422,6 +450,12 @@ func (c *Config) validate(k known) error {
 		}
 		if (z.Username == "") != (z.Password == "") {
 			bad("%s.zookeeper: username and password go together", key)
+		}
+		if z.MaxChildren < 0 {
+			bad("%s.zookeeper.max_children %d: must not be negative", key, z.MaxChildren)
+		}
+		if z.MaxBufferSize < 0 || (z.MaxBufferSize > 0 && z.MaxBufferSize < zookeeper.MinMaxBufferSize) {
+			bad("%s.zookeeper.max_buffer_size %d: must be 0 (the default, %d) or at least %d", key, z.MaxBufferSize, zookeeper.DefaultMaxBufferSize, zookeeper.MinMaxBufferSize)
 		}
 		c.Registries[id] = r
 	}

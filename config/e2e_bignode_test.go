@@ -43,7 +43,8 @@ func TestE2EBigProvidersNodeDoesNotBreakOtherServices(t *testing.T) {
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	waitProviders(ctx, t, raw, addrA)
 
-	rc := registryConfig(zkc.Address()+"?max_buffer_size=2097152&max_children=100000", t.TempDir())
+	rc := registryConfig(zkc.Address(), t.TempDir())
+	rc.ZooKeeper.MaxBufferSize, rc.ZooKeeper.MaxChildren = 2<<20, 100000
 	app, err := config.New(&config.Config{
 		Application: config.ApplicationConfig{Name: "e2e-consumer"},
 		Registries:  map[string]config.RegistryConfig{"zk": rc},

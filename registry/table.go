@@ -31,6 +31,11 @@ type Options struct {
 	// CacheFile is where provider lists are kept on disk: "" for the
 	// registry's default place, "-" for none.
 	CacheFile string
+	// Params are settings only one kind of registry has, by the names its
+	// address takes them as parameters (for ZooKeeper, zookeeper.Params);
+	// they win over the address's. A registry refuses a name it does not
+	// know.
+	Params map[string]string
 	// Logger receives the registry's logs (nil: none).
 	Logger *zap.Logger
 }

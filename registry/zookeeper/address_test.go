@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 )
 
@@ -34,6 +35,26 @@ func TestParseAddress(t *testing.T) {
 		}
 		if got := strings.Join(a.Servers, ","); got != tc.servers || a.Username != tc.user || a.Password != tc.pass {
 			t.Errorf("ParseAddress(%q) = %s %s:%s, want %s %s:%s", tc.in, got, a.Username, a.Password, tc.servers, tc.user, tc.pass)
+		}
+	}
+}
+
+func TestOpenParams(t *testing.T) {
+	for _, tc := range []struct {
+		params map[string]string
+		err    string
+	}{
+		{map[string]string{"max_childs": "3"}, `unknown setting "max_childs" (known: max_children, max_buffer_size, private_read)`},
+		{map[string]string{"max_children": "x"}, `max_children="x": want a whole number`},
+		{map[string]string{"max_buffer_size": "100"}, "MaxBufferSize 100 is below 65536"},
+		{map[string]string{"private_read": "yes please"}, "private_read"},
+	} {
+		r, err := zookeeper.Open("zookeeper://h:1", registry.Options{CacheFile: "-", Params: tc.params})
+		if err == nil {
+			r.Close()
+			t.Errorf("Open with %v succeeded, want %q", tc.params, tc.err)
+		} else if !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Open with %v = %v, want %q", tc.params, err, tc.err)
 		}
 	}
 }

@@ -3,8 +3,10 @@ package zookeeper
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,24 +198,8 @@ func (o *Options) fill(params url.Values) error {
 	if o.CacheFile == "" {
 		o.CacheFile = params.Get("file")
 	}
-	for _, f := range []struct {
-		name string
-		v    *int
-	}{{"max_children", &o.MaxChildren}, {"max_buffer_size", &o.MaxBufferSize}} {
-		if s := params.Get(f.name); s != "" && *f.v == 0 {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				return fmt.Errorf("zookeeper registry: %s=%q: want a whole number", f.name, s)
-			}
-			*f.v = n
-		}
-	}
-	if s := params.Get("private_read"); s != "" && !o.PrivateRead {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return fmt.Errorf("zookeeper registry: private_read=%q: want true or false", s)
-		}
-		o.PrivateRead = b
+	if err := o.limitsFrom(params.Get); err != nil {
+		return err
 	}
 	if err := o.Validate(); err != nil {
 		return err
@@ -244,6 +230,35 @@ func (o *Options) fill(params url.Values) error {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	return nil
+}
+
+// Params are the settings Open takes from registry.Options.Params, by
+// the names the address takes them as.
+var Params = []string{"max_children", "max_buffer_size", "private_read"}
+
+// limitsFrom sets MaxChildren, MaxBufferSize and PrivateRead, where
+// unset, from the parameters of those names (see Params).
+func (o *Options) limitsFrom(get func(string) string) error {
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_children", &o.MaxChildren}, {"max_buffer_size", &o.MaxBufferSize}} {
+		if s := get(f.name); s != "" && *f.v == 0 {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("zookeeper registry: %s=%q: want a whole number", f.name, s)
+			}
+			*f.v = n
+		}
+	}
+	if s := get("private_read"); s != "" && !o.PrivateRead {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("zookeeper registry: private_read=%q: want true or false", s)
+		}
+		o.PrivateRead = b
 	}
 	return nil
 }
@@ -325,8 +340,10 @@ func ParseAddress(address string) (Address, error) {
 }
 
 // Open is the registry.Factory of the zookeeper and zk schemes: New with
-// the application's generic settings (cache file "-" means none). Every
-// address form ParseAddress accepts works, its parameters included.
+// the application's generic settings (cache file "-" means none) and
+// o.Params (names in Params; they win over the address's, and another name
+// is an error). Every address form ParseAddress accepts works, its
+// parameters included.
 func Open(address string, o registry.Options) (registry.Registry, error) {
 	zo := Options{
 		Application:    o.Application,
@@ -334,6 +351,14 @@ func Open(address string, o registry.Options) (registry.Registry, error) {
 		Username:       o.Username,
 		Password:       o.Password,
 		Logger:         o.Logger,
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
+		if !slices.Contains(Params, k) {
+			return nil, fmt.Errorf("zookeeper registry: unknown setting %q (known: %s)", k, strings.Join(Params, ", "))
+		}
+	}
+	if err := zo.limitsFrom(func(k string) string { return o.Params[k] }); err != nil {
+		return nil, err
 	}
 	switch o.CacheFile {
 	case "":
