@@ -171,10 +171,12 @@ func TestBigProvidersNode(t *testing.T) {
 		o.MaxChildren = 50000
 		cons := newRegistry(t, zkc.Address(), o)
 		rec := newRecorder()
+		start := time.Now()
 		if err := cons.Subscribe(consumer(big), rec); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(ctx, t, "the big list", func() bool { got, n := rec.last(); return n > 0 && len(got) == bigChildren })
+		t.Logf("%d providers listed and delivered %v after Subscribe", bigChildren, time.Since(start).Round(time.Millisecond))
 		if st := cons.Stats(); st.Oversized != 0 || st.OversizedResponses != 0 {
 			t.Fatalf("stats %+v, want nothing oversized", st)
 		}
