@@ -204,3 +204,133 @@ func TestWaitingReferDoesNotHoldUpTheApplication(t *testing.T) {
 	}
 	assert.Nil(t, slow.SayHello, "a failed Refer leaves the stub untouched")
 }
+
+// stuckRegisterRegistry is a registry whose first Register does not return
+// until release is closed; entered is closed when it begins.
+type stuckRegisterRegistry struct {
+	*memory.Registry
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (r *stuckRegisterRegistry) Register(ctx context.Context, u *protocol.URL) error {
+	r.once.Do(func() {
+		close(r.entered)
+		<-r.release
+	})
+	return r.Registry.Register(ctx, u)
+}
+
+// An Export waiting for its registry does not hold up the application:
+// another Export, a Refer and the /metrics page go on meanwhile, and a
+// Shutdown returns; the waiting Export then fails, saying the
+// application is shut down, and takes its registration back.
+func TestWaitingExportDoesNotHoldUpTheApplication(t *testing.T) {
+	slowReg := memory.New()
+	stuck := &stuckRegisterRegistry{Registry: slowReg, entered: make(chan struct{}), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(stuck.release) }) }
+	defer release()
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{
+			"stuck": {Address: "memory://stuck"},
+			"mem":   {Address: "memory://mem"},
+		},
+		Services: map[string]config.ServiceConfig{
+			"greeter": {Interface: "demo.Greeter", Registries: []string{"mem"}},
+			"slow":    {Interface: "demo.Slow", Registries: []string{"stuck"}},
+		},
+		References: map[string]config.ReferenceConfig{"greeter": {Interface: "demo.Greeter", Registries: []string{"mem"}, Check: true}},
+	}, config.WithRegistry("stuck", stuck), config.WithRegistry("mem", memory.New()), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() {
+		release()
+		_ = app.Shutdown(context.Background())
+	}()
+
+	slowDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := app.Export(ctx, "slow", Greeter{})
+		slowDone <- err
+	}()
+	select {
+	case <-stuck.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow Export never registered")
+	}
+
+	done := make(chan error, 1)
+	var client GreeterClient
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := app.Export(ctx, "greeter", Greeter{}); err != nil {
+			done <- err
+			return
+		}
+		if err := app.Refer(ctx, "greeter", &client); err != nil {
+			done <- err
+			return
+		}
+		rec := httptest.NewRecorder()
+		app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			done <- fmt.Errorf("/metrics: %d", rec.Code)
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Export, Refer and /metrics waited for an Export stuck in its registry")
+	}
+	reply, err := client.SayHello(context.Background(), "world")
+	require.NoError(t, err)
+	require.Equal(t, "hello, world", reply)
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shut <- app.Shutdown(ctx)
+	}()
+	select {
+	case err := <-shut:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown waited for an Export stuck in its registry")
+	}
+	release()
+	select {
+	case err := <-slowDone:
+		require.ErrorContains(t, err, "application is shut down")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow Export did not end once its registry answered")
+	}
+	// The registration the slow Export made late is taken back.
+	rec := &recordingListener{got: make(chan []*protocol.URL, 1)}
+	consumer := protocol.NewURL("consumer", "127.0.0.1", 0, "demo.Slow", map[string]string{protocol.KeyInterface: "demo.Slow"})
+	require.NoError(t, slowReg.Subscribe(consumer, rec))
+	defer func() { _ = slowReg.Unsubscribe(consumer, rec) }()
+	select {
+	case urls := <-rec.got:
+		assert.Empty(t, urls, "providers of demo.Slow left in the registry")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no provider list for demo.Slow")
+	}
+}
+
+// recordingListener passes on the first provider list it gets.
+type recordingListener struct {
+	once sync.Once
+	got  chan []*protocol.URL
+}
+
+func (l *recordingListener) Notify(urls []*protocol.URL) {
+	l.once.Do(func() { l.got <- urls })
+}

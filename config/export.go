@@ -17,7 +17,6 @@ import (
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
-	"github.com/minidubbo/minidubbo/registry"
 )
 
 // Export serves impl as the service id of Config.Services and registers it
@@ -28,25 +27,47 @@ import (
 //
 // The steps: describe the provider (providerURL), wrap impl in a provider
 // invoker (newProvider), put the filters in front of it
-// (providerFilters), serve it on the protocol's port, and register the
-// URL consumers are to dial (publishedURL, registerProvider).
+// (providerFilters), serve it on the protocol's port (serve), register
+// the URL consumers are to dial (publishedURL, registerProvider) and keep
+// the export for Shutdown (keepExport). Waiting for the registries holds
+// up no other Export or Refer; an Export still registering when Shutdown
+// begins fails.
 func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
+	e, sc, err := a.serve(id, impl)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.registerProvider(ctx, id, sc, e); err != nil {
+		_ = e.exporter.Unexport()
+		return nil, err
+	}
+	if err := a.keepExport(ctx, e); err != nil {
+		return nil, err
+	}
+	a.log.Info("exported", zap.String("service", id), zap.Stringer("url", e.url))
+	return e.url, nil
+}
+
+// serve serves the service id on its protocol's port and opens its
+// registries, all under a.mu: the first export of a protocol binds the
+// port the next ones share.
+func (a *Application) serve(id string, impl any) (*export, ServiceConfig, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
-		return nil, errors.New("config: export: application is shut down")
+		return nil, ServiceConfig{}, errExportShutDown
 	}
 	sc, ok := a.cfg.Services[id]
 	if !ok {
-		return nil, fmt.Errorf("config: export: unknown service %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.Services), ", "))
+		return nil, sc, fmt.Errorf("config: export: unknown service %q (known: %s)", id, strings.Join(sortedKeys(a.cfg.Services), ", "))
 	}
 	u, err := a.providerURL(sc)
 	if err != nil {
-		return nil, fmt.Errorf("config: export %s: %w", id, err)
+		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}
 	prov, u, err := a.newProvider(u, impl)
 	if err != nil {
-		return nil, fmt.Errorf("config: export %s: %w", id, err)
+		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}
 	counting := a.monitor.ProviderFilter()
 	if u.Port != 0 {
@@ -54,21 +75,39 @@ func (a *Application) Export(ctx context.Context, id string, impl any) (*protoco
 	}
 	exp, err := a.proto.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, a.providerFilters(sc, counting)...), url: u}, a.tls.server[sc.Protocol])
 	if err != nil {
-		return nil, fmt.Errorf("config: export %s: %w", id, err)
+		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}
 	bound := exp.URL()
 	counting.SetAddr(bound.Address())
 	a.ports[sc.Protocol] = bound.Port
-	published := a.publishedURL(sc, bound)
-	regs, err := a.registerProvider(ctx, id, sc, published)
+	regs, err := a.registriesFor(sc.Registries)
 	if err != nil {
 		_ = exp.Unexport()
-		return nil, err
+		return nil, sc, err
 	}
-	a.exports = append(a.exports, &export{url: published, exporter: exp, regs: regs})
-	a.log.Info("exported", zap.String("service", id), zap.Stringer("url", published))
-	return published, nil
+	return &export{url: a.publishedURL(sc, bound), exporter: exp, regs: regs}, sc, nil
 }
+
+// keepExport keeps e for Shutdown to unregister and close, or undoes it
+// when Shutdown began while it was being registered.
+func (a *Application) keepExport(ctx context.Context, e *export) error {
+	a.mu.Lock()
+	closed := a.closed
+	if !closed {
+		a.exports = append(a.exports, e)
+	}
+	a.mu.Unlock()
+	if closed {
+		for _, r := range e.regs {
+			_ = r.Unregister(ctx, e.url)
+		}
+		_ = e.exporter.Unexport()
+		return errExportShutDown
+	}
+	return nil
+}
+
+var errExportShutDown = errors.New("config: export: application is shut down")
 
 // providerURL describes the service sc as its provider URL, on the port
 // its protocol is bound to (or configured with, before the first export
@@ -148,26 +187,21 @@ func (a *Application) publishedURL(sc ServiceConfig, bound *protocol.URL) *proto
 	return protocol.NewURL(bound.Protocol, host, port, bound.Path, bound.Params())
 }
 
-// registerProvider registers u in the registries of the service id,
-// first waiting for each to answer unless its check is off, and returns
-// them (a.mu held).
-func (a *Application) registerProvider(ctx context.Context, id string, sc ServiceConfig, u *protocol.URL) ([]registry.Registry, error) {
-	regs, err := a.registriesFor(sc.Registries)
-	if err != nil {
-		return nil, err
-	}
+// registerProvider registers e's URL in the registries of the service
+// id, first waiting for each to answer unless its check is off.
+func (a *Application) registerProvider(ctx context.Context, id string, sc ServiceConfig, e *export) error {
 	ids := a.registryIDs(sc.Registries)
-	for i, r := range regs {
+	for i, r := range e.regs {
 		if check := a.cfg.Registries[ids[i]].Check; check == nil || *check {
 			if err := a.awaitRegistry(ctx, ids[i], r, "service "+id); err != nil {
-				return nil, fmt.Errorf("config: export %s: %w", id, err)
+				return fmt.Errorf("config: export %s: %w", id, err)
 			}
 		}
-		if err := r.Register(ctx, u); err != nil {
-			return nil, fmt.Errorf("config: export %s: register: %w", id, err)
+		if err := r.Register(ctx, e.url); err != nil {
+			return fmt.Errorf("config: export %s: register: %w", id, err)
 		}
 	}
-	return regs, nil
+	return nil
 }
 
 // urlInvoker gives a filter chain the export URL while keeping the
