@@ -190,6 +190,9 @@ type Application struct {
 	named   *named.Table[protocol.Filter]       // from WithFilter
 	routers *named.Table[cluster.RouterFactory] // from WithRouter
 
+	// mu guards the fields below. It is never held while waiting for a
+	// registry: Export, Refer and the monitor link open their registries
+	// under it, then register, subscribe and wait without it.
 	mu         sync.Mutex
 	proto      *dubbo.Protocol
 	registries map[string]registry.Registry
