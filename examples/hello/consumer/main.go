@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/hello/greeter"
 	"github.com/minidubbo/minidubbo/service"
@@ -51,9 +52,9 @@ func main() {
 
 func run() (int, error) {
 	reg := flag.String("registry", "zookeeper://127.0.0.1:2181", "registry address")
-	lb := flag.String("loadbalance", "random", "load balancer: random, roundrobin, leastactive, consistenthash, shortestresponse, p2c")
-	cl := flag.String("cluster", "failover", "fault tolerance: failover, failfast, failsafe, failback, forking, broadcast")
-	retries := flag.Int("retries", 2, "failover retries")
+	lb := flag.String("loadbalance", loadbalance.Default, "load balancer: "+strings.Join(loadbalance.Builtin().Names(), ", "))
+	cl := flag.String("cluster", cluster.DefaultStrategy, "fault tolerance: "+strings.Join(cluster.Builtin().Names(), ", "))
+	retries := flag.Int("retries", cluster.DefaultRetries, "failover retries")
 	calls := flag.Int64("calls", 0, "number of calls (default 1000 when -duration is not set)")
 	duration := flag.Duration("duration", 0, "call for this long instead of -calls")
 	concurrency := flag.Int("concurrency", 4, "concurrent callers")
