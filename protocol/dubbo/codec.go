@@ -229,7 +229,7 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 	defer dec.Release()
 	kind, err := dec.DecodeInt()
 	if err != nil {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s: %v", status.ErrBadResponse, inv.Service, inv.Method, err)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	res := &protocol.Result{}
 	switch kind {
@@ -243,7 +243,7 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 			err = fmt.Errorf("code %d out of range", code)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %v", status.ErrBadResponse, inv.Service, inv.Method, err)
+			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 		}
 		return nil, &service.Error{Code: service.Code(code), Message: msg, Remote: true}
 	case kindValue:
