@@ -132,14 +132,26 @@ func TestGreedyConnectionDoesNotStarvePolite(t *testing.T) {
 	// Nearly all of the greedy requests are held: queued behind the
 	// workers.
 	require.Eventually(t, func() bool { return s.Held() >= inFlight-workers }, 30*time.Second, time.Millisecond)
-	before := g.answered.Load()
+	before, start := g.answered.Load(), time.Now()
 	loaded := p99(t, ctx, polite, calls)
-	answered := g.answered.Load() - before
+	answered, window := g.answered.Load()-before, time.Since(start)
 	g.close()
-	t.Logf("polite p99: %v unloaded, %v beside a connection with %d requests in flight (%.1fx); the greedy connection had %d answers meanwhile",
-		unloaded, loaded, inFlight, float64(loaded)/float64(unloaded), answered)
+	// A greedy request waits, on average, for the greedy connection's
+	// whole queue: inFlight requests at the rate they were answered in
+	// the same window. Without fair queueing a polite call waits for that
+	// queue too.
+	greedyWait := time.Duration(float64(window) * inFlight / float64(max(answered, 1)))
+	t.Logf("polite p99: %v unloaded, %v beside a connection with %d requests in flight (%.1fx); the greedy connection had %d answers meanwhile, its requests waited %v on average",
+		unloaded, loaded, inFlight, float64(loaded)/float64(unloaded), answered, greedyWait)
 	require.Greater(t, answered, int64(calls), "the greedy connection kept its share")
-	require.LessOrEqual(t, loaded, 5*unloaded)
+	// Measured in the same window, so a machine slowed by other work
+	// slows both: the polite calls wait for about one request, well under
+	// half of the greedy connection's queue (seen: 5-20 times less).
+	require.LessOrEqual(t, loaded, greedyWait/2, "the polite calls waited for the greedy queue")
+	// Against the unloaded p99, measured earlier: 3-5x on a quiet
+	// machine, up to 11x seen with the machine loaded by other processes
+	// (load 20 on 2 cores); 40-120x before fair queueing.
+	require.LessOrEqual(t, loaded, 20*unloaded)
 }
 
 // TestConnectionsTakeTurns: with one worker and a full queue, a request
@@ -245,16 +257,18 @@ func (hb *heartbeater) closed() bool {
 }
 
 // TestIdleTimeoutSeparateFromHeartbeat: with a heartbeat interval of an
-// hour and an idle time of 300 ms, a connection that sends nothing is
+// hour and an idle time of 600 ms, a connection that sends nothing is
 // closed after the idle time, and one that sends only heartbeats is kept,
 // until it stops sending them.
 func TestIdleTimeoutSeparateFromHeartbeat(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	const idle = 600 * time.Millisecond
 	s, addr := serve(t, newEcho(), &exchange.Options{Heartbeat: time.Hour, IdleTimeout: idle})
 	silent := dialHeartbeater(t, addr)
 	require.Eventually(t, silent.closed, 10*time.Second, time.Millisecond)
 	beating := dialHeartbeater(t, addr)
-	// Heartbeats every 30 ms for 5 idle times: never closed.
+	// Heartbeats every 60 ms for 5 idle times: never closed. (The idle
+	// time is 600 ms, not less, so that a test goroutine descheduled for
+	// a few hundred ms on a loaded machine still beats in time.)
 	for id := uint64(1); id <= 50; id++ {
 		require.NoError(t, beating.beat(id))
 		time.Sleep(idle / 10) // the peer's pace, not a synchronisation
