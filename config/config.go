@@ -254,7 +254,8 @@ type ReferenceConfig struct {
 	// timeoutDefaulted records that Validate filled Timeout in, so that
 	// timeout errors say "default timeout" rather than "reference timeout".
 	timeoutDefaulted bool
-	// Check makes Refer fail when no provider is known (default false).
+	// Check makes Refer fail when no provider is known, or when every
+	// known one is refused for its TLS (default false).
 	Check bool `yaml:"check"`
 	// Contract is what Refer does when the stub does not fit the method
 	// signatures the providers publish (a missing method, another number

@@ -437,6 +437,9 @@ func (a *Application) awaitProviders(ctx context.Context, ref *reference, s refS
 	if err == nil && len(ref.dir.Snapshot().Invokers()) == 0 {
 		err = fmt.Errorf("%w %s", cluster.ErrNoProvider, service)
 	}
+	if err == nil {
+		err = refusedReason(ref.dir.Snapshot().Invokers()) // all refused for TLS (tls.go)
+	}
 	if err != nil {
 		asked := a.describeRegistries(a.registryIDs(s.rc.Registries), ref.subs, ref.consumer)
 		return fmt.Errorf("config: refer %s: check: %w; asked %s", s.id, err, asked)

@@ -383,3 +383,36 @@ func (r refusedInvoker) URL() *protocol.URL { return r.url }
 func (r refusedInvoker) Invoke(context.Context, *protocol.Invocation) (*protocol.Result, error) {
 	return nil, r.err
 }
+
+// refusedReason returns, when every one of invs stands for a provider
+// refused for its TLS, the first refusal (for ReferenceConfig.Check to
+// report at Refer rather than at the first call); otherwise nil.
+func refusedReason(invs []protocol.Invoker) error {
+	var first error
+	for _, inv := range invs {
+		r, ok := unwrapRefused(inv)
+		if !ok {
+			return nil
+		}
+		if first == nil {
+			first = r.err
+		}
+	}
+	return first
+}
+
+// unwrapRefused finds a refusedInvoker behind wrappers with an Unwrap
+// method (filter chains, the directory's tracking).
+func unwrapRefused(inv protocol.Invoker) (refusedInvoker, bool) {
+	for range 64 {
+		if r, ok := inv.(refusedInvoker); ok {
+			return r, true
+		}
+		u, ok := inv.(interface{ Unwrap() protocol.Invoker })
+		if !ok {
+			break
+		}
+		inv = u.Unwrap()
+	}
+	return refusedInvoker{}, false
+}

@@ -363,13 +363,18 @@ references:
 		require.NoError(t, err)
 		defer app.Shutdown(context.Background())
 		var cl namedClient
-		require.NoError(t, app.Refer(ctx, "named", &cl))
+		if err := app.Refer(ctx, "named", &cl); err != nil {
+			return "", err
+		}
 		return cl.Who(ctx, 3)
 	}
 	got, err := consumer(indent(4, fmt.Sprintf("tls: {ca_file: %s, cert_file: %s, key_file: %s}", p.ca, p.clientCert, p.clientKey)))
 	require.NoError(t, err)
 	require.Equal(t, "zk-tls:3", got)
+	// With check: true, Refer itself fails when every provider is refused
+	// for its TLS.
 	_, err = consumer("")
 	require.ErrorIs(t, err, dubbo.ErrTLSRequired)
+	require.ErrorContains(t, err, "config: refer named: check: config: references.named: provider "+u.Address()+": the provider requires TLS")
 	require.ErrorContains(t, err, "set references.named.tls or consumer.tls")
 }
