@@ -313,3 +313,50 @@ func TestHeartbeatsAreNotRequests(t *testing.T) {
 		require.NoError(t, <-results)
 	}
 }
+
+// TestClosedConnectionsQueueDropped: the requests a connection has queued
+// when it closes are dropped, not run (their callers were told the
+// connection was lost and may have retried elsewhere), and counted.
+func TestClosedConnectionsQueueDropped(t *testing.T) {
+	ctx := testCtx(t)
+	var ran atomic.Int64
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	h := exchange.HandlerFunc(func(_ context.Context, req *exchange.Request) (*transport.Buffer, error) {
+		ran.Add(1)
+		if string(req.Body) == "block" {
+			started <- struct{}{}
+			<-release
+		}
+		f := exchange.NewFrame()
+		f.B = append(f.B, req.Body...)
+		return f, nil
+	})
+	s, addr := serve(t, h, &exchange.Options{Workers: 1})
+	b := dial(t, addr, nil)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, b, "block")
+		blocked <- err
+	}()
+	<-started // the only worker is taken
+	a, err := exchange.Dial(ctx, addr, nil)
+	require.NoError(t, err)
+	const n = 3
+	results := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := call(ctx, a, "queued")
+			results <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return s.Held() == n+1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, a.Close())
+	for range n {
+		require.ErrorIs(t, <-results, exchange.ErrClosed)
+	}
+	require.Eventually(t, func() bool { return s.Dropped() == n && s.Held() == 1 }, 10*time.Second, time.Millisecond)
+	close(release)
+	require.NoError(t, <-blocked)
+	require.Eventually(t, func() bool { return s.Held() == 0 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, int64(1), ran.Load(), "only the blocking request ran")
+}

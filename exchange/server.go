@@ -107,6 +107,7 @@ type Server struct {
 	pauses    atomic.Uint64
 	paused    atomic.Int32
 	abandoned atomic.Uint64
+	dropped   atomic.Uint64
 	hbID      atomic.Uint64
 	hbSent    atomic.Uint64
 	hbWg      sync.WaitGroup
@@ -210,6 +211,11 @@ func (s *Server) Held() int {
 // closed: queued ones never run, and running ones whose handler had not
 // returned (it goes on in the background, and its answer is dropped).
 func (s *Server) Abandoned() uint64 { return s.abandoned.Load() }
+
+// Dropped returns how many queued requests the server dropped, not run,
+// because their connection closed before a worker took them (two-way
+// requests only: their callers had been told the connection was lost).
+func (s *Server) Dropped() uint64 { return s.dropped.Load() }
 
 // Shutdown stops the server gracefully: it stops accepting, tells every
 // connected client that it is shutting down (clients then send no new
@@ -635,15 +641,47 @@ func (s *Server) exit(finished bool) {
 	s.workers.Add(-1)
 }
 
-// Closed cancels the context of the connection's requests in progress.
+// Closed cancels the context of the connection's requests in progress
+// and drops its queued two-way requests.
 func (h serverHandler) Closed(conn *transport.Conn, _ error) {
-	h.s.mu.Lock()
-	cs, ok := h.s.conns[conn]
-	delete(h.s.conns, conn)
-	h.s.mu.Unlock()
+	s := h.s
+	s.mu.Lock()
+	cs, ok := s.conns[conn]
+	delete(s.conns, conn)
+	dropped := 0
+	select {
+	case <-s.stop:
+		// The server is closing: close drops and counts what is queued.
+	default:
+		if ok {
+			dropped = s.dropQueued(cs)
+		}
+	}
+	s.mu.Unlock()
 	if ok {
 		cs.cancel()
 	}
+	s.dropped.Add(uint64(dropped))
+}
+
+// dropQueued removes the two-way requests queued on a closed connection:
+// their callers were told the connection was lost, so an answer would
+// reach nobody, and a caller that retried elsewhere would see its call
+// run twice. One-way requests stay queued. s.mu is held.
+func (s *Server) dropQueued(cs *connState) int {
+	dropped := 0
+	for range cs.q.len() {
+		j := cs.q.pop()
+		if !j.hdr.TwoWay {
+			cs.q.push(j)
+			continue
+		}
+		j.f.Release()
+		s.queued--
+		s.doneLocked()
+		dropped++
+	}
+	return dropped
 }
 
 // run handles one request and answers it; the caller counts it out of
