@@ -95,8 +95,10 @@ func TestE2EZooKeeperDataWiped(t *testing.T) {
 	zkc.Servers[0].Kill()
 	zkc.Servers[0].WipeData()
 	zkc.Servers[0].Start()
+	restarted := time.Now()
 	raw := zktest.Client(t, zkc.Addrs()...)
 	waitProviders(ctx, t, raw, addrA, addrB)
+	t.Logf("providers listed again %v after the wiped server was serving", time.Since(restarted).Round(10*time.Millisecond))
 	l.waitServedBy(ctx, t, "A", "B")
 	// A third provider registered now reaches the consumer: its
 	// subscription works on the new server.

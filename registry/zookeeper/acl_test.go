@@ -45,7 +45,7 @@ func TestACL(t *testing.T) {
 	zkc := zktest.Start(t)
 	stranger := zktest.Client(t, zkc.Addrs()...)
 	secure := func(t *testing.T, root string) zookeeper.Options {
-		o := opts(t, t.TempDir())
+		o := syncOpts(t, t.TempDir())
 		o.Root = root
 		o.Username, o.Password = "app", "pw"
 		return o
@@ -101,7 +101,7 @@ func TestACL(t *testing.T) {
 			t.Fatalf("providers after the attacks: %v", kids)
 		}
 		// A consumer without credentials still subscribes (world read).
-		open := newRegistry(t, zkc.Address(), func() zookeeper.Options { o := opts(t, t.TempDir()); o.Root = "acl1"; return o }())
+		open := newRegistry(t, zkc.Address(), func() zookeeper.Options { o := syncOpts(t, t.TempDir()); o.Root = "acl1"; return o }())
 		rec := newRecorder()
 		if err := open.Subscribe(consumer(svc), rec); err != nil {
 			t.Fatal(err)

@@ -51,8 +51,16 @@ var errOversized = errors.New("zookeeper registry: node over the size bounds")
 // response larger than its buffer.
 const oversizedMsg = "received packet from server with length "
 
-// onZKLog looks at go-zookeeper's log lines for an oversized response.
+// onZKLog looks at go-zookeeper's log lines for an oversized response,
+// and counts session handshakes a server closed or reset (see watchdog);
+// an expired session is told apart.
 func (r *Registry) onZKLog(line string) {
+	if strings.HasPrefix(line, "authentication failed: ") && !strings.Contains(line, "expired") {
+		r.mu.Lock()
+		r.handshakeEOFs++
+		r.mu.Unlock()
+		return
+	}
 	i := strings.Index(line, oversizedMsg)
 	if i < 0 {
 		return

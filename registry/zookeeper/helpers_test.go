@@ -43,6 +43,16 @@ func opts(t *testing.T, dir string) zookeeper.Options {
 	}
 }
 
+// syncOpts is opts for tests that assert what Register or Unregister
+// returned, or did, by the time it returned: they wait for the first
+// attempt only RegisterWait long, and opts' 1 s is not always enough on
+// a loaded machine (TestHealthy flaked that way).
+func syncOpts(t *testing.T, dir string) zookeeper.Options {
+	o := opts(t, dir)
+	o.RegisterWait = 30 * time.Second
+	return o
+}
+
 func newRegistry(t *testing.T, address string, o zookeeper.Options) *zookeeper.Registry {
 	t.Helper()
 	r, err := zookeeper.New(address, o)

@@ -29,10 +29,13 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"path"
 	"slices"
@@ -78,20 +81,27 @@ type Registry struct {
 	authedGen  uint64 // gen whose conn has sent the credentials
 	hasSession bool
 	sessionID  int64
-	lostAt     time.Time   // when the session was last lost (or start)
-	answeredAt time.Time   // first TCP connect since lostAt (zero: none)
-	refusedRun int         // dial attempts in a row that did not connect
-	upAt       time.Time   // when the session was last (re)established
-	settle     *time.Timer // kicks everyone sessionSettle after upAt
-	regs       map[string]*reg
-	deletes    map[string]*pendingDelete
-	subs       map[*sub]struct{}
-	aclSeen    map[string]bool // nodes whose ACL was looked at: open or not
-	exposed    []ExposedNode
-	listing    map[*sub]int // listings in flight: their children count
+	lostAt     time.Time // when the session was last lost (or start)
+	answeredAt time.Time // first TCP connect since lostAt (zero: none)
+	refusedRun int       // dial attempts in a row that did not connect
+	// handshakeEOFs counts session handshakes closed by a server in a row
+	// (see watchdog); probedAt is when the servers were last asked.
+	handshakeEOFs int
+	probedAt      time.Time
+	servingAt     time.Time   // when a server was seen serving (zero: not yet)
+	eofsAtServing int         // handshakeEOFs then
+	upAt          time.Time   // when the session was last (re)established
+	settle        *time.Timer // kicks everyone sessionSettle after upAt
+	regs          map[string]*reg
+	deletes       map[string]*pendingDelete
+	subs          map[*sub]struct{}
+	aclSeen       map[string]bool // nodes whose ACL was looked at: open or not
+	exposed       []ExposedNode
+	listing       map[*sub]int // listings in flight: their children count
 
-	oversized     atomic.Uint64
-	oversizedResp atomic.Uint64
+	oversized      atomic.Uint64
+	oversizedResp  atomic.Uint64
+	refusedRedials atomic.Uint64
 
 	exposedN  atomic.Uint64
 	malformed atomic.Uint64
@@ -131,8 +141,10 @@ type pendingDelete struct {
 type Stats struct {
 	// Sessions counts sessions established (new session ids).
 	Sessions uint64
-	// Redials counts connections the watchdog dropped and dialled afresh.
-	Redials uint64
+	// Redials counts connections the watchdog dropped and dialled afresh;
+	// RefusedRedials those of them made at once because a serving
+	// ZooKeeper refused the session (see Options.WatchdogTimeout).
+	Redials, RefusedRedials uint64
 	// Malformed counts child names skipped because they did not parse
 	// (each name once per subscription).
 	Malformed uint64
@@ -209,7 +221,7 @@ func (r *Registry) Stats() Stats {
 	has, sid := r.hasSession, r.sessionID
 	r.mu.Unlock()
 	return Stats{
-		Sessions: r.sessions.Load(), Redials: r.redials.Load(),
+		Sessions: r.sessions.Load(), Redials: r.redials.Load(), RefusedRedials: r.refusedRedials.Load(),
 		Malformed: r.malformed.Load(), Oversized: r.oversized.Load(),
 		OversizedResponses: r.oversizedResp.Load(), Exposed: r.exposedN.Load(),
 		HasSession: has, SessionID: sid,
@@ -265,6 +277,7 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 	kick := false
 	switch ev.State {
 	case zk.StateHasSession:
+		r.handshakeEOFs, r.servingAt = 0, time.Time{}
 		sid := r.conn.SessionID()
 		if !r.hasSession {
 			kick = true
@@ -290,7 +303,7 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		// than refusing our session: start the watchdog's count afresh.
 		r.refusedRun++
 		if r.refusedRun > len(r.servers) {
-			r.answeredAt = time.Time{}
+			r.answeredAt, r.servingAt = time.Time{}, time.Time{}
 		}
 		r.loseSessionLocked(now)
 	case zk.StateExpired:
@@ -404,17 +417,50 @@ func jitter(d time.Duration) time.Duration {
 // data refuses the old session forever and go-zookeeper never gives up on
 // it. A server that is simply down (connections refused) does not trigger
 // it, so the session survives outages.
+//
+// It does not always wait that long: when every server in turn has closed
+// the session handshake (go-zookeeper logs "authentication failed: EOF",
+// or a connection reset)
+// and one of them says it serves clients (the srvr command shows its
+// Mode), ZooKeeper is up and refusing this session because it has seen
+// less than the client has: it lost its data. Then the watchdog re-dials
+// at once. A member that is not serving (an election) does not say so,
+// and a server with srvr not allowed leaves the plain timeout.
 func (r *Registry) watchdog() {
 	r.mu.Lock()
-	if r.closed || r.hasSession || r.answeredAt.IsZero() || time.Since(r.answeredAt) < r.opts.WatchdogTimeout {
+	if r.closed || r.hasSession || r.answeredAt.IsZero() {
 		r.mu.Unlock()
 		return
 	}
+	reason := "no session although servers answer; dialling afresh"
+	if time.Since(r.answeredAt) < r.opts.WatchdogTimeout {
+		// Refused only when a handshake was closed after a server was
+		// seen serving: a server that is starting closes them too.
+		refused := !r.servingAt.IsZero() && r.handshakeEOFs > r.eofsAtServing
+		if !refused {
+			probe := r.servingAt.IsZero() && r.handshakeEOFs > len(r.servers) && time.Since(r.probedAt) >= time.Second
+			if probe {
+				r.probedAt = time.Now()
+			}
+			r.mu.Unlock()
+			if probe && r.anyServing() {
+				r.mu.Lock()
+				if r.servingAt.IsZero() {
+					r.servingAt, r.eofsAtServing = time.Now(), r.handshakeEOFs
+				}
+				r.mu.Unlock()
+			}
+			return
+		}
+		reason = "ZooKeeper serves but refuses this session (it has seen less than this client: its data was lost); dialling afresh"
+		r.refusedRedials.Add(1)
+	}
 	old := r.conn
-	r.log.Warn("zookeeper: no session although servers answer; dialling afresh",
+	r.log.Warn("zookeeper: "+reason,
 		zap.Duration("without_session", time.Since(r.lostAt)),
 		zap.Duration("answering_for", time.Since(r.answeredAt)))
 	r.redials.Add(1)
+	r.handshakeEOFs, r.servingAt = 0, time.Time{}
 	r.lostAt = time.Now()
 	r.answeredAt = time.Time{}
 	r.refusedRun = 0
@@ -770,4 +816,26 @@ func sortedStrings(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return c
+}
+
+// anyServing asks each server with the srvr command whether it serves
+// clients (its answer names its Mode), within half a second each.
+func (r *Registry) anyServing() bool {
+	for _, s := range r.servers {
+		c, err := net.DialTimeout("tcp", s, 500*time.Millisecond)
+		if err != nil {
+			continue
+		}
+		_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err = c.Write([]byte("srvr"))
+		var out []byte
+		if err == nil {
+			out, _ = io.ReadAll(io.LimitReader(c, 4096))
+		}
+		c.Close()
+		if bytes.Contains(out, []byte("\nMode: ")) {
+			return true
+		}
+	}
+	return false
 }

@@ -27,8 +27,8 @@ func TestHealthy(t *testing.T) {
 		ctx := testCtx(t)
 		dir := t.TempDir()
 		svc := iface(t)
-		r1 := newRegistry(t, zkc.Address(), opts(t, dir))
-		r2 := newRegistry(t, zkc.Address(), opts(t, dir))
+		r1 := newRegistry(t, zkc.Address(), syncOpts(t, dir))
+		r2 := newRegistry(t, zkc.Address(), syncOpts(t, dir))
 		a, b, c := provider(svc, 20001), provider(svc, 20002), provider(svc, 20003)
 		if err := r1.Register(ctx, a); err != nil {
 			t.Fatal(err)
@@ -223,7 +223,7 @@ func TestHealthy(t *testing.T) {
 		}
 		rec.waitAddrs(ctx, t, addr(20041))
 		// A wrong password cannot register: a permanent error.
-		o3 := opts(t, t.TempDir())
+		o3 := syncOpts(t, t.TempDir())
 		o3.Root = "secure"
 		o3.Username, o3.Password = "provider", "wrong"
 		bad := newRegistry(t, zkc.Address(), o3)
@@ -481,6 +481,47 @@ func TestWipedDataRecovered(t *testing.T) {
 				t.Fatalf("%d empty lists delivered across the data loss", n)
 			}
 		})
+	}
+}
+
+// TestWipedDataRefusalSpotted restarts ZooKeeper with its data wiped
+// while the watchdog's timeout is ten minutes: the registry sees a serving
+// server close its session handshakes and re-dials at once, so providers
+// are listed again long before the timeout (the test's own bound is 90 s).
+func TestWipedDataRefusalSpotted(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	svc := iface(t)
+	po, co := opts(t, t.TempDir()), opts(t, t.TempDir())
+	po.WatchdogTimeout, co.WatchdogTimeout = 10*time.Minute, 10*time.Minute
+	co.EmptyGrace = 15 * time.Second
+	prov := newRegistry(t, zkc.Address(), po)
+	cons := newRegistry(t, zkc.Address(), co)
+	if err := prov.Register(ctx, provider(svc, 20251)); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if err := cons.Subscribe(consumer(svc), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20251))
+	s := zkc.Servers[0]
+	s.Kill()
+	s.WipeData()
+	s.Start()
+	raw := zktest.Client(t, zkc.Addrs()...)
+	waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
+	if err := prov.Register(ctx, provider(svc, 20252)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAddrs(ctx, t, addr(20251), addr(20252))
+	for _, r := range []*zookeeper.Registry{prov, cons} {
+		if st := r.Stats(); st.RefusedRedials != 1 || st.Redials != 1 {
+			t.Errorf("redials %d, refused %d; want 1 and 1", st.Redials, st.RefusedRedials)
+		}
+	}
+	if n := rec.emptyAfterNonEmpty(); n != 0 {
+		t.Fatalf("%d empty lists delivered across the data loss", n)
 	}
 }
 
