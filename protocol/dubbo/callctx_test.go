@@ -20,13 +20,20 @@ func waitDone(t *testing.T, ch <-chan struct{}) {
 
 func TestCallCtxDeadline(t *testing.T) {
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
-	c := newCallCtx(parent, 20*time.Millisecond)
+	c := newCallCtx(parent, 200*time.Millisecond)
 	release := c.release
 	defer release()
 	if c.Value(ctxKey{}) != "v" {
 		t.Fatal("value not passed through")
 	}
-	if err := c.Err(); err != nil {
+	dl, ok := c.Deadline()
+	if !ok {
+		t.Fatal("no deadline")
+	}
+	// An error is wrong only if the deadline had not passed when Err
+	// returned: a test goroutine descheduled for longer than the timeout
+	// (a loaded machine) sees it passed, rightly.
+	if err := c.Err(); err != nil && time.Now().Before(dl) {
 		t.Fatalf("Err before the deadline: %v", err)
 	}
 	waitDone(t, c.Done())
