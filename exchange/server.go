@@ -183,6 +183,10 @@ func (s *Server) Busy() uint64 { return s.busy.Load() }
 // Options.MaxConns were open.
 func (s *Server) Refused() uint64 { return s.ts.Refused() }
 
+// FailedHandshakes returns how many connections were closed because
+// their TLS handshake failed (see transport.Server.FailedHandshakes).
+func (s *Server) FailedHandshakes() uint64 { return s.ts.FailedHandshakes() }
+
 // Conns returns how many connections are open.
 func (s *Server) Conns() int { return len(s.ts.Conns()) }
 

@@ -31,7 +31,7 @@ func TestPlainOnTLS(t *testing.T) {
 		require.Len(t, seen, transport.HeaderSize)
 		return binary.BigEndian.Uint64(seen[4:12])
 	}
-	_, addr := serve(t, newRecorder(true), &transport.Options{TLS: serverTLS, PlainOnTLS: func(h []byte) []byte {
+	srv, addr := serve(t, newRecorder(true), &transport.Options{TLS: serverTLS, PlainOnTLS: func(h []byte) []byte {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append([]byte(nil), h...)
@@ -58,6 +58,7 @@ func TestPlainOnTLS(t *testing.T) {
 	require.Equal(t, "speak TLS", string(exchange(big.B)))
 	require.Equal(t, uint64(43), seenID())
 	require.Empty(t, exchange([]byte("GET / HTTP/1.0\r\n\r\n")))
+	require.Eventually(t, func() bool { return srv.FailedHandshakes() == 3 }, 10*time.Second, time.Millisecond)
 
 	rec := newRecorder(false)
 	c, err := transport.Dial(ctx, addr, rec, &transport.Options{TLS: clientTLS})

@@ -27,11 +27,18 @@ type Server struct {
 	pending   int            // TLS handshakes under way
 	wg        sync.WaitGroup // handshakes and connections
 	refused   atomic.Uint64
+	failedTLS atomic.Uint64
 }
 
 // Refused returns how many connections were closed at once because
 // Options.MaxConns were open.
 func (s *Server) Refused() uint64 { return s.refused.Load() }
+
+// FailedHandshakes returns how many connections a TLS server closed
+// because their TLS handshake failed (a consumer without the right
+// certificate or CA, a plain TCP peer, a handshake slower than
+// Options.HandshakeTimeout).
+func (s *Server) FailedHandshakes() uint64 { return s.failedTLS.Load() }
 
 // admit reports whether one more connection may open (s.mu is held), and
 // counts and logs a refusal.
@@ -124,7 +131,7 @@ func (s *Server) Serve(l net.Listener) error {
 			defer s.wg.Done()
 			_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 			conn, plain := s.sniff(nc)
-			if plain {
+			if plain { // counted by sniff
 				nc.Close()
 				s.mu.Lock()
 				s.pending--
@@ -133,6 +140,7 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			tc := tls.Server(conn, s.opts.TLS)
 			if err := tc.Handshake(); err != nil {
+				s.failedTLS.Add(1)
 				s.opts.Logger.Debug("tls handshake", zap.Stringer("peer", nc.RemoteAddr()), zap.Error(err))
 				nc.Close()
 				s.mu.Lock()
@@ -244,11 +252,13 @@ func (s *Server) sniff(nc net.Conn) (net.Conn, bool) {
 	}
 	var hdr [HeaderSize]byte
 	if _, err := io.ReadFull(nc, hdr[:2]); err != nil {
+		s.failedTLS.Add(1)
 		return nc, true // nothing to hand to a handshake
 	}
 	if binary.BigEndian.Uint16(hdr[:2]) != Magic {
 		return &prefixConn{Conn: nc, prefix: hdr[:2]}, false
 	}
+	s.failedTLS.Add(1) // before the answer, so whoever reads it sees the count
 	if _, err := io.ReadFull(nc, hdr[2:]); err == nil {
 		if answer := s.opts.PlainOnTLS(hdr[:]); len(answer) > 0 {
 			if _, err := nc.Write(answer); err == nil {

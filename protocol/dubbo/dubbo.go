@@ -474,6 +474,10 @@ type Stats struct {
 	// RefusedConnections counts connections to the exported ports closed
 	// at once because Options.MaxConnections were open (ports still open).
 	RefusedConnections uint64
+	// FailedHandshakes counts connections to TLS ports closed because
+	// their TLS handshake failed: a consumer without TLS, without a
+	// certificate the client CA signed, or too slow (ports still open).
+	FailedHandshakes uint64
 }
 
 type stats struct {
@@ -489,17 +493,19 @@ func (p *Protocol) Stats() Stats {
 		BadSerializations:  p.stats.badSerializations.Load(),
 		Panics:             p.stats.panics.Load(),
 		Expired:            p.stats.expired.Load(),
-		RefusedConnections: p.refusedConns(),
+		RefusedConnections: p.sumServers((*exchange.Server).Refused),
+		FailedHandshakes:   p.sumServers((*exchange.Server).FailedHandshakes),
 	}
 }
 
-func (p *Protocol) refusedConns() uint64 {
+// sumServers adds count up over the open ports.
+func (p *Protocol) sumServers(count func(*exchange.Server) uint64) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var n uint64
 	for k, s := range p.servers {
 		if s.keys[0] == k {
-			n += s.es.Refused()
+			n += count(s.es)
 		}
 	}
 	return n

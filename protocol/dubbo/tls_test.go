@@ -96,6 +96,7 @@ func TestMutualTLS(t *testing.T) {
 		_, err := stranger.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
 		return err != nil && strings.Contains(err.Error(), "remote error: tls: certificate required")
 	}, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Stats().FailedHandshakes > 0 }, 10*time.Second, time.Millisecond)
 	res, err = good.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"again"}})
 	require.NoError(t, err)
 	require.Equal(t, "hello again", res.Value)
@@ -139,12 +140,14 @@ func TestExportTLSPerPort(t *testing.T) {
 func TestPlainConsumerOnTLSPort(t *testing.T) {
 	ctx := testCtx(t)
 	serverTLS, clientTLS := testcert.SelfSigned(t)
-	_, u := export(t, newProtocol(t, &dubbo.Options{ServerTLS: serverTLS}), providerURL("demo.Greeter"))
+	srvProto := newProtocol(t, &dubbo.Options{ServerTLS: serverTLS})
+	_, u := export(t, srvProto, providerURL("demo.Greeter"))
 	bare := protocol.NewURL("dubbo", u.Host, u.Port, u.Path, nil)
 	plain := refer(t, newProtocol(t, nil), bare)
 	_, err := plain.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
 	require.ErrorIs(t, err, status.ErrBadRequest)
 	require.ErrorContains(t, err, exchange.PlainOnTLSMessage)
+	require.Positive(t, srvProto.Stats().FailedHandshakes) // and more as the consumer re-dials
 
 	secure := refer(t, newProtocol(t, &dubbo.Options{ClientTLS: clientTLS}), u)
 	res, err := secure.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"tls"}})
