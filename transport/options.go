@@ -2,7 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
-	"fmt"
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"time"
 
 	"go.uber.org/zap"
@@ -88,27 +88,15 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	for _, f := range []struct {
-		name string
-		v    int64
-		def  any
-	}{
-		{"MaxPayload", int64(o.MaxPayload), DefaultMaxPayload},
-		{"HandshakeTimeout", int64(o.HandshakeTimeout), DefaultHandshakeTimeout},
-		{"MaxQueue", int64(o.MaxQueue), DefaultMaxQueue},
-		{"ReadBufferSize", int64(o.ReadBufferSize), DefaultBufferSize},
-		{"WriteBufferSize", int64(o.WriteBufferSize), DefaultBufferSize},
-		{"FrameTimeout", int64(o.FrameTimeout), DefaultFrameTimeout},
-		{"MaxConns", int64(o.MaxConns), DefaultMaxConns},
-	} {
-		if f.v < 0 {
-			if d, ok := f.def.(time.Duration); ok {
-				return fmt.Errorf("transport: %s %v is negative (want 0 for the default %v, or more)", f.name, time.Duration(f.v), d)
-			}
-			return fmt.Errorf("transport: %s %d is negative (want 0 for the default %d, or more)", f.name, f.v, f.def)
-		}
-	}
-	return nil
+	return optcheck.NonNegative("transport",
+		optcheck.Field{Name: "MaxPayload", Value: int64(o.MaxPayload), Default: DefaultMaxPayload},
+		optcheck.Field{Name: "HandshakeTimeout", Value: int64(o.HandshakeTimeout), Default: DefaultHandshakeTimeout},
+		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: DefaultMaxQueue},
+		optcheck.Field{Name: "ReadBufferSize", Value: int64(o.ReadBufferSize), Default: DefaultBufferSize},
+		optcheck.Field{Name: "WriteBufferSize", Value: int64(o.WriteBufferSize), Default: DefaultBufferSize},
+		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: DefaultFrameTimeout},
+		optcheck.Field{Name: "MaxConns", Value: int64(o.MaxConns), Default: DefaultMaxConns},
+	)
 }
 
 // withDefaults returns a copy of o with every zero field set to its

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,43 +188,26 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	for _, f := range []struct {
-		name string
-		v    int64
-		def  any
-	}{
-		{"Connections", int64(o.Connections), DefaultConnections},
-		{"MaxPayload", int64(o.MaxPayload), DefaultMaxPayload},
-		{"Heartbeat", int64(o.Heartbeat), DefaultHeartbeat},
-		{"IdleTimeout", int64(o.IdleTimeout), exchange.DefaultIdleTimeout},
-		{"Workers", int64(o.Workers), DefaultWorkers},
-		{"Queue", int64(o.Queue), DefaultQueue},
-		{"MaxConcurrent", int64(o.MaxConcurrent), nil},
-		{"DialTimeout", int64(o.DialTimeout), DefaultDialTimeout},
-		{"Reconnect", int64(o.Reconnect), DefaultReconnect},
-		{"MaxReconnect", int64(o.MaxReconnect), DefaultMaxReconnect},
-		{"MaxConnections", int64(o.MaxConnections), transport.DefaultMaxConns},
-		{"FrameTimeout", int64(o.FrameTimeout), transport.DefaultFrameTimeout},
-		{"Attachments.MaxEntries", int64(o.Attachments.MaxEntries), DefaultMaxAttachments},
-		{"Attachments.MaxKey", int64(o.Attachments.MaxKey), DefaultMaxAttachmentKey},
-		{"Attachments.MaxValue", int64(o.Attachments.MaxValue), DefaultMaxAttachmentValue},
-		{"Attachments.MaxBytes", int64(o.Attachments.MaxBytes), DefaultMaxAttachmentsBytes},
-		{"MaxTimeout", int64(o.MaxTimeout), DefaultMaxTimeout},
-		{"MaxProviderTimeout", int64(o.MaxProviderTimeout), DefaultMaxProviderTimeout},
-	} {
-		if f.v >= 0 {
-			continue
-		}
-		switch d := f.def.(type) {
-		case nil:
-			return fmt.Errorf("dubbo: %s %d is negative (want 0 for no limit, or more)", f.name, f.v)
-		case time.Duration:
-			return fmt.Errorf("dubbo: %s %v is negative (want 0 for the default %v, or more)", f.name, time.Duration(f.v), d)
-		default:
-			return fmt.Errorf("dubbo: %s %d is negative (want 0 for the default %d, or more)", f.name, f.v, d)
-		}
-	}
-	return nil
+	return optcheck.NonNegative("dubbo",
+		optcheck.Field{Name: "Connections", Value: int64(o.Connections), Default: DefaultConnections},
+		optcheck.Field{Name: "MaxPayload", Value: int64(o.MaxPayload), Default: DefaultMaxPayload},
+		optcheck.Field{Name: "Heartbeat", Value: int64(o.Heartbeat), Default: DefaultHeartbeat},
+		optcheck.Field{Name: "IdleTimeout", Value: int64(o.IdleTimeout), Default: exchange.DefaultIdleTimeout},
+		optcheck.Field{Name: "Workers", Value: int64(o.Workers), Default: DefaultWorkers},
+		optcheck.Field{Name: "Queue", Value: int64(o.Queue), Default: DefaultQueue},
+		optcheck.Field{Name: "MaxConcurrent", Value: int64(o.MaxConcurrent), Default: nil},
+		optcheck.Field{Name: "DialTimeout", Value: int64(o.DialTimeout), Default: DefaultDialTimeout},
+		optcheck.Field{Name: "Reconnect", Value: int64(o.Reconnect), Default: DefaultReconnect},
+		optcheck.Field{Name: "MaxReconnect", Value: int64(o.MaxReconnect), Default: DefaultMaxReconnect},
+		optcheck.Field{Name: "MaxConnections", Value: int64(o.MaxConnections), Default: transport.DefaultMaxConns},
+		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: transport.DefaultFrameTimeout},
+		optcheck.Field{Name: "Attachments.MaxEntries", Value: int64(o.Attachments.MaxEntries), Default: DefaultMaxAttachments},
+		optcheck.Field{Name: "Attachments.MaxKey", Value: int64(o.Attachments.MaxKey), Default: DefaultMaxAttachmentKey},
+		optcheck.Field{Name: "Attachments.MaxValue", Value: int64(o.Attachments.MaxValue), Default: DefaultMaxAttachmentValue},
+		optcheck.Field{Name: "Attachments.MaxBytes", Value: int64(o.Attachments.MaxBytes), Default: DefaultMaxAttachmentsBytes},
+		optcheck.Field{Name: "MaxTimeout", Value: int64(o.MaxTimeout), Default: DefaultMaxTimeout},
+		optcheck.Field{Name: "MaxProviderTimeout", Value: int64(o.MaxProviderTimeout), Default: DefaultMaxProviderTimeout},
+	)
 }
 
 // withDefaults validates o and returns a copy with every zero field set
