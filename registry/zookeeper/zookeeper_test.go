@@ -262,12 +262,21 @@ func TestHealthy(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := raw.Create(rp+"/"+rule.Escaped(), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		ruleNode, err := raw.Create(rp+"/"+rule.Escaped(), nil, 0, zk.WorldACL(zk.PermAll))
+		if err != nil {
 			t.Fatal(err)
 		}
 		l := next()
 		if len(l) != 1 || l[0].Param("rule", "") != "host = 1.2.3.4 => host = 5.6.7.8" {
 			t.Fatalf("routers %v", l)
+		}
+		// Deleting the rule is an empty list (not "keep the last one", as
+		// for providers): the consumer routes freely again.
+		if err := raw.Delete(ruleNode, -1); err != nil {
+			t.Fatal(err)
+		}
+		if l := next(); len(l) != 0 {
+			t.Fatalf("routers after the rule was deleted %v, want none", l)
 		}
 	})
 
