@@ -192,33 +192,13 @@ func (d *msgpackDecoder) DecodeString() (string, error) { return d.d.DecodeStrin
 func (d *msgpackDecoder) DecodeInt() (int64, error)     { return d.d.DecodeInt64() }
 
 func (d *msgpackDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
-	n, err := d.d.DecodeMapLen()
-	if err != nil || n <= 0 {
-		return nil, err
-	}
-	if err := l.checkEntries(n); err != nil {
-		return nil, err
-	}
-	// Grown as entries arrive: the declared count is not trusted for size.
-	m := make(map[string]string, min(n, 8))
-	total := 0
-	for i := range n {
-		k, err := d.d.DecodeString()
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.d.DecodeString()
-		if err != nil {
-			return nil, err
-		}
-		total += len(k) + len(v)
-		if err := l.check(i+1, total, k, v); err != nil {
-			return nil, err
-		}
-		m[k] = v
-	}
-	return m, nil
+	return d.DecodeMapIntern(l, copying{})
 }
+
+// copying is the Interner that interns nothing: each string is a copy.
+type copying struct{}
+
+func (copying) Intern(b []byte, _ string) string { return string(b) }
 
 // stringBytes reads the next value as a string (nil reads as "") and
 // returns its bytes in place, without copying them.
