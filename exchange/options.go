@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -113,22 +114,19 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	d := DefaultOptions()
-	switch {
-	case o.MaxPayload < 0:
-		return fmt.Errorf("exchange: MaxPayload %d is negative (want 0 for the default %d, or more)", o.MaxPayload, d.MaxPayload)
-	case o.Heartbeat < 0:
-		return fmt.Errorf("exchange: Heartbeat %v is negative (want 0 for the default %v, or more)", o.Heartbeat, d.Heartbeat)
-	case o.IdleTimeout < 0:
+	if o.IdleTimeout < 0 {
 		return fmt.Errorf("exchange: IdleTimeout %v is negative (want 0 for the default, 3 heartbeats, or more)", o.IdleTimeout)
-	case o.MaxConcurrent < 0:
-		return fmt.Errorf("exchange: MaxConcurrent %d is negative (want 0 for no limit, or more)", o.MaxConcurrent)
-	case o.Workers < 0:
-		return fmt.Errorf("exchange: Workers %d is negative (want 0 for the default %d, or more)", o.Workers, d.Workers)
-	case o.Queue < 0:
-		return fmt.Errorf("exchange: Queue %d is negative (want 0 for the default %d, or more)", o.Queue, d.Queue)
-	case o.WorkerIdle < 0:
-		return fmt.Errorf("exchange: WorkerIdle %v is negative (want 0 for the default %v, or more)", o.WorkerIdle, d.WorkerIdle)
+	}
+	d := DefaultOptions()
+	if err := optcheck.NonNegative("exchange",
+		optcheck.Field{Name: "MaxPayload", Value: int64(o.MaxPayload), Default: d.MaxPayload},
+		optcheck.Field{Name: "Heartbeat", Value: int64(o.Heartbeat), Default: d.Heartbeat},
+		optcheck.Field{Name: "MaxConcurrent", Value: int64(o.MaxConcurrent), Default: nil},
+		optcheck.Field{Name: "Workers", Value: int64(o.Workers), Default: d.Workers},
+		optcheck.Field{Name: "Queue", Value: int64(o.Queue), Default: d.Queue},
+		optcheck.Field{Name: "WorkerIdle", Value: int64(o.WorkerIdle), Default: d.WorkerIdle},
+	); err != nil {
+		return err
 	}
 	return o.transport().Validate()
 }

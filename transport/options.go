@@ -2,10 +2,11 @@ package transport
 
 import (
 	"crypto/tls"
-	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 )
 
 // Defaults of Options; DefaultOptions returns them all. Layers above
