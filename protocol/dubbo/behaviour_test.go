@@ -80,12 +80,16 @@ func TestServicesShareAPort(t *testing.T) {
 	ctx := testCtx(t)
 	srv := newProtocol(t, nil)
 	_, u1 := export(t, srv, providerURL("demo.Greeter", protocol.KeyVersion, "1.0"))
-	_, u2 := export(t, srv, providerURL("demo.Greeter", protocol.KeyVersion, "2.0", protocol.KeyGroup, "blue"))
+	onPort := func(u *protocol.URL) *protocol.URL { return protocol.NewURL("dubbo", u.Host, u1.Port, u.Path, u.Params()) }
+	_, u2 := export(t, srv, onPort(providerURL("demo.Greeter", protocol.KeyVersion, "2.0", protocol.KeyGroup, "blue")))
 	_, u3 := export(t, srv, protocol.NewURL("dubbo", "127.0.0.1", u1.Port, "demo.Other", nil))
 	require.Equal(t, u1.Port, u2.Port)
 	require.Equal(t, u1.Port, u3.Port)
-	_, err := srv.Export(&greeter{u: providerURL("demo.Greeter", protocol.KeyVersion, "1.0")})
+	_, err := srv.Export(&greeter{u: onPort(providerURL("demo.Greeter", protocol.KeyVersion, "1.0"))})
 	require.ErrorContains(t, err, "already exported")
+	// Port 0 is a new free port, even for a service the protocol serves.
+	_, u4 := export(t, srv, providerURL("demo.Greeter", protocol.KeyVersion, "1.0"))
+	require.NotEqual(t, u1.Port, u4.Port)
 
 	cli := newProtocol(t, nil)
 	for _, u := range []*protocol.URL{u1, u2, u3} {

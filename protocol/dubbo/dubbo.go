@@ -316,9 +316,10 @@ func New(opts *Options) (*Protocol, error) {
 	return &Protocol{opts: o, servers: map[string]*server{}, pools: map[poolKey]*pool{}}, nil
 }
 
-// Export serves inv on the host and port of inv.URL() (port 0 picks a free
-// port; Exporter.URL tells which). Several services may share one port;
-// they are told apart by service key. If inv implements protocol.ArgTyper
+// Export serves inv on the host and port of inv.URL() (port 0 picks a new
+// free port, as net.Listen does; Exporter.URL tells which). Several
+// services may share one port, exported on its real number; they are told
+// apart by service key. If inv implements protocol.ArgTyper
 // its arguments are decoded into the types it declares, else into plain
 // values. The returned protocol.Exporter is an *Exporter.
 func (p *Protocol) Export(inv protocol.Invoker) (protocol.Exporter, error) {

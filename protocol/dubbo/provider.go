@@ -42,7 +42,7 @@ type exported struct {
 type server struct {
 	p    *Protocol
 	tls  *tls.Config // as given to ExportTLS (nil: Options.ServerTLS)
-	keys []string    // the requested host:port, and the real one
+	keys []string    // the real host:port
 	port int         // the real port
 	es   *exchange.Server
 	done chan struct{} // closed when Serve returns
@@ -75,10 +75,9 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 		return nil, fmt.Errorf("dubbo: export: %w", err)
 	}
 	s := &server{p: p, tls: given, port: l.Addr().(*net.TCPAddr).Port, done: make(chan struct{}), names: newInterner()}
-	s.keys = []string{addr}
-	if real := net.JoinHostPort(host, strconv.Itoa(s.port)); real != addr {
-		s.keys = append(s.keys, real)
-	}
+	// Only the real address names the server: port 0 asks for a free port
+	// of its own, so a later export with port 0 gets another one.
+	s.keys = []string{net.JoinHostPort(host, strconv.Itoa(s.port))}
 	s.services.Store(&map[string]*exported{})
 	s.es, err = exchange.NewServer(s, &exchange.Options{
 		MaxPayload:    p.opts.MaxPayload,
