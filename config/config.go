@@ -485,7 +485,7 @@ func (c *Config) validate(k known) error {
 		}
 		if p.RegisterAddress != "" {
 			if _, _, err := splitRegisterAddress(p.RegisterAddress); err != nil {
-				bad("%s.register_address %q: %v", key, p.RegisterAddress, err)
+				bad("%s.register_address %q: %w", key, p.RegisterAddress, err)
 			}
 		}
 		c.Protocols[id] = p
@@ -628,7 +628,7 @@ func (c *Config) validate(k known) error {
 	}
 	if m := c.Monitor.Metrics; m != "" {
 		if _, _, err := net.SplitHostPort(m); err != nil {
-			bad("monitor.metrics %q: want host:port (%v)", m, err)
+			bad("monitor.metrics %q: want host:port (%w)", m, err)
 		}
 	}
 	if m := &c.Monitor; m.Reporting() {

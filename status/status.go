@@ -146,10 +146,15 @@ func CodeOf(err error) Code {
 }
 
 // Error is a non-OK response: its code and the provider's message.
-// errors.Is matches it against the code's sentinel (Code.Err).
+// errors.Is matches it against the code's sentinel (Code.Err) and against
+// its Cause.
 type Error struct {
 	Code    Code
 	Message string
+	// Cause, when set, is the error the provider answered Code for (a
+	// context's deadline, a decoding error). It stays in the process that
+	// made the Error: only Code and Message cross the wire.
+	Cause error
 }
 
 // Error returns the provider's message, or the code's name when it is empty.
@@ -160,5 +165,10 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
-// Unwrap returns the code's sentinel error.
-func (e *Error) Unwrap() error { return e.Code.Err() }
+// Unwrap returns the code's sentinel error and the Cause, when set.
+func (e *Error) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Code.Err()}
+	}
+	return []error{e.Code.Err(), e.Cause}
+}

@@ -49,6 +49,19 @@ func TestCodeTable(t *testing.T) {
 	require.Equal(t, status.ServerTimeout, status.CodeOf(fmt.Errorf("x: %w", status.ErrTimeout)))
 }
 
+// An Error keeps the cause it was made for: errors.Is finds both the
+// code's sentinel and the cause, and CodeOf still reads the code.
+func TestErrorKeepsItsCause(t *testing.T) {
+	se := &status.Error{Code: status.ServerTimeout, Message: "m", Cause: context.DeadlineExceeded}
+	err := fmt.Errorf("wrapped: %w", se)
+	require.ErrorIs(t, err, status.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, context.Canceled)
+	require.Equal(t, status.ServerTimeout, status.CodeOf(err))
+	require.EqualError(t, err, "wrapped: m")
+	require.NotErrorIs(t, &status.Error{Code: status.BadRequest}, context.DeadlineExceeded)
+}
+
 func TestTimeoutError(t *testing.T) {
 	for _, c := range []struct {
 		err  *status.TimeoutError

@@ -91,13 +91,13 @@ func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits, in serial
 			err = fmt.Errorf("name of %d bytes, limit %d", len(s), maxNameLen)
 		}
 		if err != nil {
-			return r, fmt.Errorf("%w: dubbo: request head: %v", status.ErrBadRequest, err)
+			return r, fmt.Errorf("%w: dubbo: request head: %w", status.ErrBadRequest, err)
 		}
 		*p = s
 	}
 	var err error
 	if r.timeoutMillis, err = dec.DecodeInt(); err != nil {
-		return r, fmt.Errorf("%w: dubbo: request timeout: %v", status.ErrBadRequest, err)
+		return r, fmt.Errorf("%w: dubbo: request timeout: %w", status.ErrBadRequest, err)
 	}
 	if id != nil {
 		r.atts, err = id.DecodeMapIntern(lim, in)
@@ -108,7 +108,7 @@ func decodeRequestHead(dec serialize.Decoder, lim serialize.MapLimits, in serial
 		return r, fmt.Errorf("%w: dubbo: %s.%s attachments: %w", status.ErrBadRequest, r.service, r.method, err)
 	}
 	if r.argc, err = dec.DecodeInt(); err != nil {
-		return r, fmt.Errorf("%w: dubbo: argument count: %v", status.ErrBadRequest, err)
+		return r, fmt.Errorf("%w: dubbo: argument count: %w", status.ErrBadRequest, err)
 	}
 	if r.argc < 0 || r.argc > maxArgs {
 		return r, fmt.Errorf("%w: dubbo: %s.%s: %d arguments", status.ErrBadRequest, r.service, r.method, r.argc)
@@ -178,9 +178,9 @@ var stringType = reflect.TypeFor[string]()
 
 func argError(r *request, types []reflect.Type, i int, err error) error {
 	if types == nil {
-		return fmt.Errorf("%w: dubbo: %s.%s argument %d: %v", status.ErrBadRequest, r.service, r.method, i, err)
+		return fmt.Errorf("%w: dubbo: %s.%s argument %d: %w", status.ErrBadRequest, r.service, r.method, i, err)
 	}
-	return fmt.Errorf("%w: dubbo: %s.%s argument %d (%s): %v",
+	return fmt.Errorf("%w: dubbo: %s.%s argument %d (%s): %w",
 		status.ErrBadRequest, r.service, signature(r.method, types), i, types[i], err)
 }
 
@@ -214,7 +214,7 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 	}
 	if err != nil {
 		f.Release()
-		return nil, fmt.Errorf("%w: dubbo: encode response: %v", status.ErrServerError, err)
+		return nil, fmt.Errorf("%w: dubbo: encode response: %w", status.ErrServerError, err)
 	}
 	return f, nil
 }

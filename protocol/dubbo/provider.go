@@ -156,12 +156,12 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	ser, err := s.p.opts.Serializers.ByID(req.Serializer)
 	if err != nil {
 		st.badSerializations.Add(1)
-		return nil, fmt.Errorf("%w: dubbo: %v", status.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: dubbo: %w", status.ErrBadRequest, err)
 	}
 	dec, err := ser.NewDecoder(req.Body)
 	if err != nil {
 		st.badBodies.Add(1)
-		return nil, fmt.Errorf("%w: dubbo: %v", status.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: dubbo: %w", status.ErrBadRequest, err)
 	}
 	defer dec.Release()
 	r, err := decodeRequestHead(dec, s.p.opts.Attachments, s.names)
@@ -239,7 +239,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		// The method gave up because the call's time ran out: that is a
 		// timeout the consumer can retry, not a business error.
 		err = &status.Error{Code: status.ServerTimeout,
-			Message: fmt.Sprintf("dubbo: %s.%s: %v on the provider", r.service, r.method, err)}
+			Message: fmt.Sprintf("dubbo: %s.%s: %s on the provider", r.service, r.method, err), Cause: err}
 	}
 	if err != nil && isStatusError(err) {
 		return nil, err
