@@ -80,7 +80,9 @@ func TestServicesShareAPort(t *testing.T) {
 	ctx := testCtx(t)
 	srv := newProtocol(t, nil)
 	_, u1 := export(t, srv, providerURL("demo.Greeter", protocol.KeyVersion, "1.0"))
-	onPort := func(u *protocol.URL) *protocol.URL { return protocol.NewURL("dubbo", u.Host, u1.Port, u.Path, u.Params()) }
+	onPort := func(u *protocol.URL) *protocol.URL {
+		return protocol.NewURL("dubbo", u.Host, u1.Port, u.Path, u.Params())
+	}
 	_, u2 := export(t, srv, onPort(providerURL("demo.Greeter", protocol.KeyVersion, "2.0", protocol.KeyGroup, "blue")))
 	_, u3 := export(t, srv, protocol.NewURL("dubbo", "127.0.0.1", u1.Port, "demo.Other", nil))
 	require.Equal(t, u1.Port, u2.Port)
