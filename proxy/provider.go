@@ -86,7 +86,15 @@ func NewProvider(u *protocol.URL, impl any, opts ...ProviderOption) (*Provider, 
 			return nil, fmt.Errorf("proxy: provider %s: %w", u.Interface(), err)
 		}
 	}
-	return &Provider{url: u, rcvr: reflect.ValueOf(impl), table: table, iface: u.Interface()}, nil
+	rcvr := reflect.ValueOf(impl)
+	if rcvr.Kind() != reflect.Pointer {
+		// An addressable copy, so that service.Method.CallDirect can
+		// call the methods through its address.
+		c := reflect.New(rcvr.Type()).Elem()
+		c.Set(rcvr)
+		rcvr = c
+	}
+	return &Provider{url: u, rcvr: rcvr, table: table, iface: u.Interface()}, nil
 }
 
 // URL returns the URL the provider was built with.
@@ -115,14 +123,17 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (*proto
 		return nil, fmt.Errorf("%w: proxy: %s has no method %q (known: %s)",
 			status.ErrServiceNotFound, p.iface, inv.Method, strings.Join(p.table.Names(), ", "))
 	}
-	args, err := m.Args(inv.Args)
-	if err != nil {
-		return nil, fmt.Errorf("%w: proxy: %s.%w", status.ErrBadRequest, p.iface, trimPrefix(err))
-	}
 	if in := userAttachments(inv.Attachments); len(in) > 0 {
 		ctx = service.NewIncomingContext(ctx, in)
 	}
-	v, err := m.Call(ctx, p.rcvr, args)
+	v, called, err := m.CallDirect(ctx, p.rcvr, inv.Args)
+	if !called {
+		args, aerr := m.Args(inv.Args)
+		if aerr != nil {
+			return nil, fmt.Errorf("%w: proxy: %s.%w", status.ErrBadRequest, p.iface, trimPrefix(aerr))
+		}
+		v, err = m.Call(ctx, p.rcvr, args)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -31,8 +31,10 @@ type Method struct {
 	// ReplyType is T, or nil for a method that returns only an error.
 	ReplyType reflect.Type
 
-	fn   reflect.Value // the method expression, receiver first
-	bufs sync.Pool     // of *argBuf
+	fn     reflect.Value // the method expression, receiver first
+	bufs   sync.Pool     // of *argBuf
+	recv   reflect.Type  // the receiver's type
+	direct direct        // nil: no direct form, Call only
 }
 
 // Signature returns the method's parameter list and results as Go writes
@@ -77,6 +79,31 @@ func (m *Method) Call(ctx context.Context, rcvr reflect.Value, args Args) (any, 
 		return nil, err
 	}
 	return out[0].Interface(), err
+}
+
+// CallDirect calls the method on rcvr with args as Args and Call together
+// would, but without reflect.Value.Call and its allocations, when it can:
+// when the receiver is a pointer, the method takes at most one argument
+// after the context and both that argument and the reply (if any) are a
+// string, a []byte, a pointer or a map, and args hold exactly the
+// parameter types. Otherwise called is false and nothing was called: the
+// caller goes through Args and Call, which convert or reject the
+// arguments. Like Call, it does not recover panics of the method.
+//
+// A receiver that is not a pointer must be addressable (an element of
+// reflect.New), and is then called through its address by the method
+// Go generates for the pointer type, which copies it as Call would.
+func (m *Method) CallDirect(ctx context.Context, rcvr reflect.Value, args []any) (reply any, called bool, err error) {
+	if m.direct == nil || !rcvr.IsValid() || rcvr.Type() != m.recv {
+		return nil, false, nil
+	}
+	if rcvr.Kind() == reflect.Pointer {
+		return m.direct(rcvr.UnsafePointer(), ctx, args)
+	}
+	if !rcvr.CanAddr() {
+		return nil, false, nil
+	}
+	return m.direct(rcvr.Addr().UnsafePointer(), ctx, args)
 }
 
 // Args are the checked arguments of one call of a Method, from
@@ -242,7 +269,7 @@ func suitable(rm reflect.Method) (*Method, string) {
 	if ft.Out(ft.NumOut()-1) != errorType {
 		return nil, "must return error as its last result"
 	}
-	m := &Method{Name: rm.Name, fn: rm.Func}
+	m := &Method{Name: rm.Name, fn: rm.Func, recv: ft.In(0)}
 	for i := 2; i < ft.NumIn(); i++ {
 		at := ft.In(i)
 		if why := unsendable(at); why != "" {
@@ -257,6 +284,7 @@ func suitable(rm reflect.Method) (*Method, string) {
 		}
 		m.ReplyType = rt
 	}
+	m.direct = directFor(rm)
 	return m, ""
 }
 

@@ -1,0 +1,217 @@
+package service
+
+import (
+	"context"
+	"reflect"
+	"unsafe"
+)
+
+// direct calls a method without reflect.Value.Call: the method's code
+// called through a func value of the same machine signature, with the
+// receiver's pointer. It returns called false, having called nothing,
+// when args are not exactly of the parameter types.
+type direct func(rcvr unsafe.Pointer, ctx context.Context, args []any) (reply any, called bool, err error)
+
+// eface is the layout of an empty interface value.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// typeWord returns the type word that interface values of t carry.
+func typeWord(t reflect.Type) unsafe.Pointer {
+	z := reflect.Zero(t).Interface()
+	return (*eface)(unsafe.Pointer(&z)).typ
+}
+
+// Shapes of a parameter or a result that direct calls handle: the Go
+// types whose machine representation a func value may declare in their
+// place. Every pointer and map type is one machine word, passed like an
+// unsafe.Pointer and held in an interface value's data word itself.
+const (
+	shapeNone   = iota // no such parameter or result
+	shapeString        // exactly string
+	shapeBytes         // exactly []byte
+	shapeWord          // any pointer or map type
+)
+
+var bytesType = reflect.TypeFor[[]byte]()
+
+func shapeOf(t reflect.Type) int {
+	switch {
+	case t == reflect.TypeFor[string]():
+		return shapeString
+	case t == bytesType:
+		return shapeBytes
+	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Map:
+		return shapeWord
+	}
+	return -1
+}
+
+// directFor returns the direct caller of method rm, or nil when its shape
+// has none: the method must take at most one argument after the context,
+// and the parameter and the reply be of a shape above. The caller is
+// given a pointer to the receiver: for a method of a type that is not a
+// pointer, it calls the method of the pointer type that Go generates,
+// which copies the receiver and calls rm.
+func directFor(rm reflect.Method) direct {
+	fn, ft := rm.Func, rm.Type
+	if recv := ft.In(0); recv.Kind() != reflect.Pointer {
+		pm, ok := reflect.PointerTo(recv).MethodByName(rm.Name)
+		if !ok {
+			return nil
+		}
+		fn, ft = pm.Func, pm.Type
+	}
+	if !fn.IsValid() || ft.NumIn() > 3 {
+		return nil
+	}
+	arg, reply := shapeNone, shapeNone
+	var argT, replyT unsafe.Pointer
+	if ft.NumIn() == 3 {
+		arg, argT = shapeOf(ft.In(2)), typeWord(ft.In(2))
+	}
+	if ft.NumOut() == 2 {
+		reply, replyT = shapeOf(ft.Out(0)), typeWord(ft.Out(0))
+	}
+	code := fn.Interface() // a func value whose first parameter is the receiver pointer
+	f := (*eface)(unsafe.Pointer(&code)).data
+	switch arg {
+	case shapeNone:
+		return withoutArg(f, reply, replyT)
+	case shapeString:
+		return withArg[string](f, reply, replyT, nil)
+	case shapeBytes:
+		return withArg[[]byte](f, reply, replyT, nil)
+	case shapeWord:
+		return withArg[unsafe.Pointer](f, reply, replyT, argT)
+	}
+	return nil
+}
+
+// funcOf reinterprets the func value f as one of type F.
+func funcOf[F any](f unsafe.Pointer) F { return *(*F)(unsafe.Pointer(&f)) }
+
+// argOf returns a as an A when its type is the parameter's: for a word
+// (A unsafe.Pointer), the data word of a when its type word is t;
+// otherwise a type assertion.
+func argOf[A string | []byte | unsafe.Pointer](a any, t unsafe.Pointer) (A, bool) {
+	var v A
+	if t != nil {
+		e := (*eface)(unsafe.Pointer(&a))
+		if e.typ != t {
+			return v, false
+		}
+		*(*unsafe.Pointer)(unsafe.Pointer(&v)) = e.data
+		return v, true
+	}
+	v, ok := a.(A)
+	return v, ok
+}
+
+// boxWord returns the interface value of type word t holding p.
+func boxWord(t, p unsafe.Pointer) any {
+	var v any
+	e := (*eface)(unsafe.Pointer(&v))
+	e.typ, e.data = t, p
+	return v
+}
+
+func withoutArg(f unsafe.Pointer, reply int, replyT unsafe.Pointer) direct {
+	switch reply {
+	case shapeNone:
+		m := funcOf[func(unsafe.Pointer, context.Context) error](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 0 {
+				return nil, false, nil
+			}
+			return nil, true, m(r, ctx)
+		}
+	case shapeString:
+		m := funcOf[func(unsafe.Pointer, context.Context) (string, error)](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 0 {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx)
+			return v, true, err
+		}
+	case shapeBytes:
+		m := funcOf[func(unsafe.Pointer, context.Context) ([]byte, error)](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 0 {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx)
+			return v, true, err
+		}
+	case shapeWord:
+		m := funcOf[func(unsafe.Pointer, context.Context) (unsafe.Pointer, error)](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 0 {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx)
+			return boxWord(replyT, v), true, err
+		}
+	}
+	return nil
+}
+
+func withArg[A string | []byte | unsafe.Pointer](f unsafe.Pointer, reply int, replyT, argT unsafe.Pointer) direct {
+	switch reply {
+	case shapeNone:
+		m := funcOf[func(unsafe.Pointer, context.Context, A) error](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 1 {
+				return nil, false, nil
+			}
+			a, ok := argOf[A](args[0], argT)
+			if !ok {
+				return nil, false, nil
+			}
+			return nil, true, m(r, ctx, a)
+		}
+	case shapeString:
+		m := funcOf[func(unsafe.Pointer, context.Context, A) (string, error)](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 1 {
+				return nil, false, nil
+			}
+			a, ok := argOf[A](args[0], argT)
+			if !ok {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx, a)
+			return v, true, err
+		}
+	case shapeBytes:
+		m := funcOf[func(unsafe.Pointer, context.Context, A) ([]byte, error)](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 1 {
+				return nil, false, nil
+			}
+			a, ok := argOf[A](args[0], argT)
+			if !ok {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx, a)
+			return v, true, err
+		}
+	case shapeWord:
+		m := funcOf[func(unsafe.Pointer, context.Context, A) (unsafe.Pointer, error)](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+			if len(args) != 1 {
+				return nil, false, nil
+			}
+			a, ok := argOf[A](args[0], argT)
+			if !ok {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx, a)
+			return boxWord(replyT, v), true, err
+		}
+	}
+	return nil
+}
