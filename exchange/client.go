@@ -18,11 +18,11 @@ const readOnlyEvent = "R"
 
 // Client makes calls over one connection; many goroutines may call at once
 // and their requests share the connection. Every call ends in exactly one
-// of: its response, its deadline (ErrTimeout), the connection's death
-// (ErrConnLost) or Close (ErrClosed).
+// of: its response, its deadline (status.ErrTimeout), the connection's death
+// (status.ErrConnLost) or Close (status.ErrClosed).
 //
 // A Client does not reconnect: once its connection is gone every call fails
-// with an error wrapping ErrClosed, and protocol/dubbo dials a new one.
+// with an error wrapping status.ErrClosed, and protocol/dubbo dials a new one.
 type Client struct {
 	opts   Options
 	conn   *transport.Conn
@@ -68,7 +68,7 @@ func (cl *call) finish() {
 }
 
 // Dial connects to addr and returns a Client over the connection; opts may
-// be nil. A failure wraps ErrDial.
+// be nil. A failure wraps status.ErrDial.
 func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
 	c := newClient(opts)
 	conn, err := transport.Dial(ctx, addr, clientHandler{c}, c.opts.transport())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrDial, addr, err)
+		return nil, fmt.Errorf("%w: %s: %w", status.ErrDial, addr, err)
 	}
 	c.start(conn)
 	return c, nil
@@ -108,7 +108,7 @@ func (c *Client) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 // Done is closed when the connection starts closing, for any reason.
 func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 
-// Err returns why the client stopped working (wrapping ErrClosed), or nil.
+// Err returns why the client stopped working (wrapping status.ErrClosed), or nil.
 func (c *Client) Err() error {
 	c.mu.Lock()
 	err := c.err
@@ -119,9 +119,9 @@ func (c *Client) Err() error {
 			// Closed, and the close handler has not said why yet: the
 			// connection knows (a TLS alert from the provider, say).
 			if cerr := c.conn.Err(); cerr != nil && !errors.Is(cerr, transport.ErrClosed) {
-				return fmt.Errorf("%w (%w)", ErrClosed, cerr)
+				return fmt.Errorf("%w (%w)", status.ErrClosed, cerr)
 			}
-			return ErrClosed
+			return status.ErrClosed
 		default:
 		}
 	}
@@ -146,7 +146,7 @@ func (c *Client) Pending() int {
 	return len(c.pending)
 }
 
-// Close closes the connection, fails every pending call with ErrClosed and
+// Close closes the connection, fails every pending call with status.ErrClosed and
 // waits for the client's goroutines. It is idempotent.
 func (c *Client) Close() error {
 	c.conn.Close()
@@ -188,11 +188,11 @@ func ctxLeft(ctx context.Context, d time.Duration, fromCtx bool) time.Duration {
 func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duration, fromCtx bool, cl *call, ser byte, f *transport.Buffer) (uint64, error) {
 	if c.readOnly.Load() {
 		f.Release()
-		return 0, ErrReadOnly
+		return 0, status.ErrReadOnly
 	}
 	if n := len(f.B) - HeaderSize; n > c.opts.MaxPayload {
 		f.Release()
-		return 0, fmt.Errorf("%w: request of %d bytes, limit %d", ErrPayloadTooLarge, n, c.opts.MaxPayload)
+		return 0, fmt.Errorf("%w: request of %d bytes, limit %d", status.ErrPayloadTooLarge, n, c.opts.MaxPayload)
 	}
 	id := c.nextID.Add(1)
 	h := Header{Request: true, TwoWay: true, Serializer: ser, ID: id, Length: uint32(len(f.B) - HeaderSize)}
@@ -214,7 +214,7 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 			case errors.Is(err, context.DeadlineExceeded):
 				return 0, timeoutError(d, fromCtx)
 			}
-			return 0, fmt.Errorf("%w: %w", ErrClosed, err)
+			return 0, fmt.Errorf("%w: %w", status.ErrClosed, err)
 		}
 		// The connection's death completed the call already.
 	}
@@ -238,7 +238,7 @@ func (c *Client) remove(id uint64) bool {
 // connection's end.
 //
 // It returns the response frame, which the caller must Release; Body gives
-// its body. A non-OK status is returned as a *StatusError.
+// its body. A non-OK status is returned as a *status.Error.
 func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) (*transport.Buffer, error) {
 	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
@@ -312,13 +312,13 @@ func ctxError(ctx context.Context, d time.Duration) error {
 }
 
 // checkStatus returns resp if its status is OK, else releases it and
-// returns its *StatusError.
+// returns its *status.Error.
 func checkStatus(resp *transport.Buffer) (*transport.Buffer, error) {
-	st := Status(resp.B[3])
-	if st == StatusOK {
+	st := status.Code(resp.B[3])
+	if st == status.OK {
 		return resp, nil
 	}
-	err := &StatusError{Code: st, Message: string(Body(resp))}
+	err := &status.Error{Code: st, Message: string(Body(resp))}
 	resp.Release()
 	return nil, err
 }
@@ -430,7 +430,7 @@ func (c *Client) heartbeat() {
 		case now := <-t.C:
 			idle := now.Sub(c.conn.LastRead())
 			if idle >= dead {
-				c.conn.Abort(fmt.Errorf("%w: nothing from %s for %v", ErrConnLost, c.conn.RemoteAddr(), idle.Round(time.Millisecond)))
+				c.conn.Abort(fmt.Errorf("%w: nothing from %s for %v", status.ErrConnLost, c.conn.RemoteAddr(), idle.Round(time.Millisecond)))
 				return
 			}
 			if idle >= hb {
@@ -471,12 +471,12 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 	c := h.c
 	var callErr, clientErr error
 	if errors.Is(err, transport.ErrClosed) {
-		callErr, clientErr = ErrClosed, ErrClosed
+		callErr, clientErr = status.ErrClosed, status.ErrClosed
 	} else {
-		if !errors.Is(err, ErrConnLost) {
-			err = fmt.Errorf("%w: %w", ErrConnLost, err)
+		if !errors.Is(err, status.ErrConnLost) {
+			err = fmt.Errorf("%w: %w", status.ErrConnLost, err)
 		}
-		callErr, clientErr = err, fmt.Errorf("%w (%w)", ErrClosed, err)
+		callErr, clientErr = err, fmt.Errorf("%w (%w)", status.ErrClosed, err)
 	}
 	c.mu.Lock()
 	c.err = clientErr
@@ -491,7 +491,7 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 
 func answerHeartbeat(conn *transport.Conn, req Header) {
 	f := NewFrame()
-	h := Header{Event: true, Status: StatusOK, ID: req.ID, Serializer: req.Serializer}
+	h := Header{Event: true, Status: status.OK, ID: req.ID, Serializer: req.Serializer}
 	h.Put(f.B)
 	_ = conn.Send(f)
 }

@@ -5,9 +5,9 @@
 //
 // A Client sends requests built with NewFrame and waits for the response
 // with the same id; every call ends exactly once, by its response, its
-// deadline (ErrTimeout; a late response is dropped and counted by Late),
-// the connection's death (ErrConnLost, found by heartbeats on idle
-// connections) or Close (ErrClosed):
+// deadline (status.ErrTimeout; a late response is dropped and counted by Late),
+// the connection's death (status.ErrConnLost, found by heartbeats on idle
+// connections) or Close (status.ErrClosed):
 //
 //	c, err := exchange.Dial(ctx, "127.0.0.1:20880", nil)
 //	f := exchange.NewFrame()
@@ -21,7 +21,7 @@
 // not fit (TCP then makes the client's writes wait, and a client waits for
 // room in its write queue rather than failing), and it keeps heartbeats
 // going on such a paused connection so that neither side takes the other
-// as dead. StatusServerBusy answers only a limit set on purpose
+// as dead. status.ServerBusy answers only a limit set on purpose
 // (Options.MaxConcurrent). Shutdown tells the clients that the server is
 // going away (Client.ReadOnly), waits for the requests in progress until
 // its context ends, then closes; handlers that ignore their context are

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -28,8 +29,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 	for _, h := range []exchange.Header{
 		{Request: true, TwoWay: true, Serializer: 27, ID: 1, Length: 581},
 		{Request: true, Event: true, ID: 1<<64 - 1},
-		{Status: exchange.StatusServerBusy, Serializer: 16, ID: 42, Length: 1<<32 - 1},
-		{Event: true, Status: exchange.StatusOK},
+		{Status: status.ServerBusy, Serializer: 16, ID: 42, Length: 1<<32 - 1},
+		{Event: true, Status: status.OK},
 	} {
 		var b [exchange.HeaderSize]byte
 		h.Put(b[:])
@@ -76,7 +77,7 @@ func (e *echo) Handle(ctx context.Context, req *exchange.Request) (*transport.Bu
 	case body == "panic":
 		panic("boom")
 	case body == "notfound":
-		return nil, fmt.Errorf("%w: no such thing", exchange.ErrServiceNotFound)
+		return nil, fmt.Errorf("%w: no such thing", status.ErrServiceNotFound)
 	case len(body) > 4 && body[:4] == "big:":
 		var n int
 		fmt.Sscanf(body[4:], "%d", &n)
@@ -198,13 +199,13 @@ func TestTimeoutAndLateResponse(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err := call(short, c, "block")
-	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, status.ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Zero(t, c.Pending())
 
 	// The timeout argument alone bounds the call too.
 	_, err = c.Call(ctx, 20*time.Millisecond, 27, request("block"))
-	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, status.ErrTimeout)
 
 	close(h.release)
 	require.Eventually(t, func() bool { return c.Late() == 2 }, 5*time.Second, time.Millisecond)
@@ -228,7 +229,7 @@ func TestCancelledCall(t *testing.T) {
 	cancel()
 	err := <-errc
 	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, exchange.ErrTimeout)
+	require.NotErrorIs(t, err, status.ErrTimeout)
 
 	fut := c.Go(cctx, 0, 27, request("x"))
 	_, err = fut.Result()
@@ -243,7 +244,7 @@ func TestGoTimeout(t *testing.T) {
 	c := dial(t, addr, nil)
 	fut := c.Go(ctx, 20*time.Millisecond, 27, request("block"))
 	_, err := fut.Result()
-	require.ErrorIs(t, err, exchange.ErrTimeout)
+	require.ErrorIs(t, err, status.ErrTimeout)
 	close(h.release)
 }
 
@@ -262,10 +263,10 @@ func TestServerBusy(t *testing.T) {
 	<-h.started
 	<-h.started
 	_, err := call(ctx, c, "more")
-	require.ErrorIs(t, err, exchange.ErrServerBusy)
-	var se *exchange.StatusError
+	require.ErrorIs(t, err, status.ErrServerBusy)
+	var se *status.Error
 	require.ErrorAs(t, err, &se)
-	require.Equal(t, exchange.StatusServerBusy, se.Code)
+	require.Equal(t, status.ServerBusy, se.Code)
 	require.Equal(t, uint64(1), s.Busy())
 	close(h.release)
 	require.NoError(t, <-results)
@@ -280,7 +281,7 @@ func TestHandlerPanicAnswersThatCallerOnly(t *testing.T) {
 	_, addr := serve(t, newEcho(), nil)
 	c := dial(t, addr, nil)
 	_, err := call(ctx, c, "panic")
-	require.ErrorIs(t, err, exchange.ErrServerError)
+	require.ErrorIs(t, err, status.ErrServerError)
 	require.NotContains(t, err.Error(), "boom", "the panic value stays on the provider")
 	got, err := call(ctx, c, "fine")
 	require.NoError(t, err)
@@ -292,7 +293,7 @@ func TestHandlerErrorStatus(t *testing.T) {
 	_, addr := serve(t, newEcho(), nil)
 	c := dial(t, addr, nil)
 	_, err := call(ctx, c, "notfound")
-	require.ErrorIs(t, err, exchange.ErrServiceNotFound)
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
 	require.ErrorContains(t, err, "no such thing")
 }
 
@@ -301,10 +302,10 @@ func TestPayloadLimits(t *testing.T) {
 	_, addr := serve(t, newEcho(), &exchange.Options{MaxPayload: 1024})
 	c := dial(t, addr, &exchange.Options{MaxPayload: 1024})
 	_, err := call(ctx, c, string(make([]byte, 2000)))
-	require.ErrorIs(t, err, exchange.ErrPayloadTooLarge)
+	require.ErrorIs(t, err, status.ErrPayloadTooLarge)
 	require.ErrorContains(t, err, "2000")
 	_, err = call(ctx, c, "big:5000")
-	require.ErrorIs(t, err, exchange.ErrPayloadTooLarge)
+	require.ErrorIs(t, err, status.ErrPayloadTooLarge)
 	require.ErrorContains(t, err, "5000")
 	got, err := call(ctx, c, "big:1000")
 	require.NoError(t, err)
@@ -323,11 +324,11 @@ func TestClosedClientFailsAtOnce(t *testing.T) {
 	}()
 	<-h.started
 	require.NoError(t, c.Close())
-	require.ErrorIs(t, <-errc, exchange.ErrClosed)
+	require.ErrorIs(t, <-errc, status.ErrClosed)
 	_, err := call(ctx, c, "x")
-	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.ErrorIs(t, err, status.ErrClosed)
 	_, err = c.Go(ctx, 0, 27, request("x")).Result()
-	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.ErrorIs(t, err, status.ErrClosed)
 	require.False(t, c.Available())
 	require.NoError(t, c.Close())
 	close(h.release)
@@ -362,13 +363,13 @@ func TestDeadPeerDetected(t *testing.T) {
 	}
 	for range n {
 		err := <-errs
-		require.ErrorIs(t, err, exchange.ErrConnLost)
-		require.NotErrorIs(t, err, exchange.ErrTimeout)
+		require.ErrorIs(t, err, status.ErrConnLost)
+		require.NotErrorIs(t, err, status.ErrTimeout)
 	}
 	t.Logf("dead peer detected after %v (heartbeat %v)", time.Since(start), hb)
 	require.False(t, c.Available())
 	_, err := call(ctx, c, "after")
-	require.ErrorIs(t, err, exchange.ErrClosed)
+	require.ErrorIs(t, err, status.ErrClosed)
 }
 
 func TestHeartbeatKeepsIdleConnection(t *testing.T) {
@@ -413,7 +414,7 @@ func TestShutdownAnnouncesReadOnly(t *testing.T) {
 	require.Eventually(t, c.ReadOnly, 5*time.Second, time.Millisecond)
 	require.False(t, c.Available())
 	_, err := call(ctx, c, "new")
-	require.ErrorIs(t, err, exchange.ErrReadOnly)
+	require.ErrorIs(t, err, status.ErrReadOnly)
 	// The call in progress finishes, then the server closes.
 	close(h.release)
 	require.NoError(t, <-inflight)
@@ -466,7 +467,7 @@ func TestDialFailure(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	_, err = exchange.Dial(testCtx(t), addr, nil)
-	require.ErrorIs(t, err, exchange.ErrDial)
+	require.ErrorIs(t, err, status.ErrDial)
 }
 
 // TestTimeoutRacesResponse hammers calls whose deadlines fall around their
@@ -494,7 +495,7 @@ func TestTimeoutRacesResponse(t *testing.T) {
 					}
 					resp.Release()
 					ok++
-				case errors.Is(err, exchange.ErrTimeout):
+				case errors.Is(err, status.ErrTimeout):
 					timedOut++
 				default:
 					t.Error(err)

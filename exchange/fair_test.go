@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -352,7 +353,7 @@ func TestClosedConnectionsQueueDropped(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Held() == n+1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, a.Close())
 	for range n {
-		require.ErrorIs(t, <-results, exchange.ErrClosed)
+		require.ErrorIs(t, <-results, status.ErrClosed)
 	}
 	require.Eventually(t, func() bool { return s.Dropped() == n && s.Held() == 1 }, 10*time.Second, time.Millisecond)
 	close(release)

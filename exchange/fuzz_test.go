@@ -4,14 +4,15 @@ import (
 	"testing"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // FuzzParseHeader: any 16 bytes either fail to parse or round-trip.
 func FuzzParseHeader(f *testing.F) {
 	for _, h := range []exchange.Header{
 		{Request: true, TwoWay: true, Serializer: 27, ID: 1, Length: 581},
-		{Event: true, Status: exchange.StatusOK, ID: 9},
-		{Status: exchange.StatusServiceNotFound, Serializer: 16, ID: 3, Length: 40},
+		{Event: true, Status: status.OK, ID: 9},
+		{Status: status.ServiceNotFound, Serializer: 16, ID: 3, Length: 40},
 	} {
 		var b [exchange.HeaderSize]byte
 		h.Put(b[:])

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -31,7 +32,7 @@ type Header struct {
 	// Serializer is the serialization id of the body (0-31).
 	Serializer byte
 	// Status is the status of a response (0 in requests).
-	Status Status
+	Status status.Code
 	// ID matches a response to its request.
 	ID uint64
 	// Length is the body length.
@@ -73,7 +74,7 @@ func ParseHeader(b []byte) (Header, error) {
 		TwoWay:     flags&flagTwoWay != 0,
 		Event:      flags&flagEvent != 0,
 		Serializer: flags & serializerMask,
-		Status:     Status(b[3]),
+		Status:     status.Code(b[3]),
 		ID:         binary.BigEndian.Uint64(b[4:12]),
 		Length:     binary.BigEndian.Uint32(b[12:16]),
 	}, nil

@@ -40,8 +40,8 @@ const (
 type Options struct {
 	// MaxPayload bounds frame bodies both ways (default
 	// DefaultMaxPayload, 8 MiB). A request over it fails with
-	// ErrPayloadTooLarge before it is sent; a response over it is replaced
-	// by a StatusPayloadTooLarge answer.
+	// status.ErrPayloadTooLarge before it is sent; a response over it is replaced
+	// by a status.PayloadTooLarge answer.
 	MaxPayload int
 	// Heartbeat is how long a connection may be idle before a heartbeat is
 	// sent (default DefaultHeartbeat, 30 s). A client that has read
@@ -75,7 +75,7 @@ type Options struct {
 	WorkerIdle time.Duration
 	// MaxConcurrent, when positive, is a limit set on purpose: a request
 	// that finds MaxConcurrent requests held by the Server (queued or
-	// running) is answered StatusServerBusy at once, and Busy counts it.
+	// running) is answered status.ServerBusy at once, and Busy counts it.
 	// By default (0) there is no such limit: Workers and Queue push back
 	// instead of refusing.
 	MaxConcurrent int

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -23,7 +24,7 @@ func TestHandlerPanicKeepsItsValue(t *testing.T) {
 	})
 	_, addr := serve(t, h, &exchange.Options{Logger: zap.New(core)})
 	_, err := call(ctx, dial(t, addr, nil), "x")
-	require.ErrorIs(t, err, exchange.ErrServerError)
+	require.ErrorIs(t, err, status.ErrServerError)
 	require.NotContains(t, err.Error(), "hunter2")
 	require.Regexp(t, `incident [0-9a-f]{16}`, err.Error())
 	require.Equal(t, 1, logs.Len())

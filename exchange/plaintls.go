@@ -1,12 +1,14 @@
 package exchange
 
-// PlainOnTLSMessage is the message of the StatusBadRequest answer a TLS
+import "github.com/minidubbo/minidubbo/status"
+
+// PlainOnTLSMessage is the message of the status.BadRequest answer a TLS
 // server sends to a request that came in plain TCP, before it closes the
 // connection.
 const PlainOnTLSMessage = "this provider port speaks TLS and the request came in plain TCP: configure TLS on the consumer"
 
 // plainOnTLS answers the request whose header is b, sent in plain TCP to a
-// TLS port, with StatusBadRequest and PlainOnTLSMessage (see
+// TLS port, with status.BadRequest and PlainOnTLSMessage (see
 // transport.Options.PlainOnTLS). Heartbeats and one-way requests get
 // nothing.
 func plainOnTLS(b []byte) []byte {
@@ -16,7 +18,7 @@ func plainOnTLS(b []byte) []byte {
 	}
 	f := make([]byte, HeaderSize, HeaderSize+len(PlainOnTLSMessage))
 	f = append(f, PlainOnTLSMessage...)
-	r := Header{Serializer: h.Serializer, Status: StatusBadRequest, ID: h.ID, Length: uint32(len(PlainOnTLSMessage))}
+	r := Header{Serializer: h.Serializer, Status: status.BadRequest, ID: h.ID, Length: uint32(len(PlainOnTLSMessage))}
 	r.Put(f)
 	return f
 }

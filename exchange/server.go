@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -40,14 +41,14 @@ type Request struct {
 type Handler interface {
 	// Handle answers req with a response frame built with NewFrame (the
 	// server fills in its header), or with an error, which is sent as the
-	// status StatusOf(err) with err.Error() as the message, so the
+	// status status.CodeOf(err) with err.Error() as the message, so the
 	// message reaches the consumer. ctx is cancelled when the request's
 	// connection or the server closes.
 	//
 	// A Handler should recover the panics of the code it calls (the dubbo
 	// protocol recovers those of filters and service methods, naming the
 	// method). A panic that escapes Handle is the last-resort case: the
-	// server answers ErrServerError with an incident id and logs the value
+	// server answers status.ErrServerError with an incident id and logs the value
 	// and stack under it, and keeps serving.
 	Handle(ctx context.Context, req *Request) (*transport.Buffer, error)
 }
@@ -70,7 +71,7 @@ const abandonAfter = time.Second
 // when the queue is full the server stops reading the connection whose
 // request does not fit, so that TCP makes the client's writes wait, and
 // reads it again when a place frees up. Only a limit set on purpose
-// (Options.MaxConcurrent) answers StatusServerBusy.
+// (Options.MaxConcurrent) answers status.ServerBusy.
 //
 // The queue is fair between connections: each connection has its own
 // queue, and workers take requests from the connections in turn, one at
@@ -175,7 +176,7 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 // ErrServerClosed. It closes l.
 func (s *Server) Serve(l net.Listener) error { return s.ts.Serve(l) }
 
-// Busy returns how many requests were answered StatusServerBusy because of
+// Busy returns how many requests were answered status.ServerBusy because of
 // Options.MaxConcurrent.
 func (s *Server) Busy() uint64 { return s.busy.Load() }
 
@@ -223,7 +224,7 @@ func (s *Server) Dropped() uint64 { return s.dropped.Load() }
 
 // Shutdown stops the server gracefully: it stops accepting, tells every
 // connected client that it is shutting down (clients then send no new
-// calls; requests that still arrive are answered StatusReadOnly, not
+// calls; requests that still arrive are answered status.ReadOnly, not
 // executed), waits until the requests it holds end or ctx is done, and
 // closes. When ctx ends first it returns by then all the same: it cancels
 // the requests' contexts, closes the connections without waiting, counts
@@ -381,7 +382,7 @@ func (s *Server) keepalive() {
 				}
 				if idle := now.Sub(last); idle >= idleMax {
 					s.opts.Logger.Debug("closing idle connection", zap.Stringer("peer", conn.RemoteAddr()), zap.Duration("idle", idle))
-					conn.Abort(fmt.Errorf("%w: %s idle for %v", ErrConnLost, conn.RemoteAddr(), idle))
+					conn.Abort(fmt.Errorf("%w: %s idle for %v", status.ErrConnLost, conn.RemoteAddr(), idle))
 				}
 			}
 		}
@@ -434,7 +435,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		s.mu.Unlock()
 		f.Release()
 		if hdr.TwoWay {
-			s.reply(conn, hdr, nil, ErrReadOnly)
+			s.reply(conn, hdr, nil, status.ErrReadOnly)
 		}
 		return
 	}
@@ -443,7 +444,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		f.Release()
 		s.busy.Add(1)
 		if hdr.TwoWay {
-			s.reply(conn, hdr, nil, fmt.Errorf("%w: %d requests in progress (limit)", ErrServerBusy, m))
+			s.reply(conn, hdr, nil, fmt.Errorf("%w: %d requests in progress (limit)", status.ErrServerBusy, m))
 		}
 		return
 	}
@@ -713,7 +714,7 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 			_, _ = rand.Read(b[:])
 			id := hex.EncodeToString(b[:])
 			s.opts.Logger.Error("handler panicked", zap.String("incident", id), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", ErrServerError, id)
+			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
 		}
 	}()
 	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv}
@@ -722,7 +723,7 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 
 // reply sends the response to req: resp with an OK status, or err's status
 // and message. A response over the payload limit is replaced by a
-// StatusPayloadTooLarge answer.
+// status.PayloadTooLarge answer.
 func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer, err error) {
 	if err == nil && resp == nil {
 		resp = NewFrame()
@@ -731,10 +732,10 @@ func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer,
 		if n := len(resp.B) - HeaderSize; n > s.opts.MaxPayload {
 			resp.Release()
 			resp = nil
-			err = fmt.Errorf("%w: response of %d bytes, limit %d", ErrPayloadTooLarge, n, s.opts.MaxPayload)
+			err = fmt.Errorf("%w: response of %d bytes, limit %d", status.ErrPayloadTooLarge, n, s.opts.MaxPayload)
 		}
 	}
-	status := StatusOf(err)
+	code := status.CodeOf(err)
 	if err != nil {
 		if resp != nil {
 			resp.Release()
@@ -746,7 +747,7 @@ func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer,
 		resp = NewFrame()
 		resp.B = append(resp.B, msg...)
 	}
-	h := Header{Serializer: req.Serializer, Status: status, ID: req.ID, Length: uint32(len(resp.B) - HeaderSize)}
+	h := Header{Serializer: req.Serializer, Status: code, ID: req.ID, Length: uint32(len(resp.B) - HeaderSize)}
 	h.Put(resp.B)
 	_ = conn.Send(resp)
 }

@@ -27,8 +27,8 @@ import (
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/examples/chaos/chaossvc"
 	"github.com/minidubbo/minidubbo/examples/chaos/ledger"
-	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 // Summary is the line printed at exit.
@@ -180,13 +180,13 @@ func kindOf(err error) string {
 		return "business"
 	case errors.Is(err, cluster.ErrNoProvider):
 		return "no_provider"
-	case errors.Is(err, exchange.ErrServerBusy):
+	case errors.Is(err, status.ErrServerBusy):
 		return "server_busy"
-	case errors.Is(err, exchange.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, status.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
-	case errors.Is(err, exchange.ErrReadOnly):
+	case errors.Is(err, status.ErrReadOnly):
 		return "provider_closing"
-	case errors.Is(err, exchange.ErrConnLost), errors.Is(err, exchange.ErrClosed), errors.Is(err, exchange.ErrDial):
+	case errors.Is(err, status.ErrConnLost), errors.Is(err, status.ErrClosed), errors.Is(err, status.ErrDial):
 		return "connection"
 	}
 	return "other"
