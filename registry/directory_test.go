@@ -441,7 +441,12 @@ func TestDirectoryConcurrentNotifyListInvoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	p := newFakeProtocol()
-	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p, DrainTimeout: 5 * time.Second})
+	// A caller may hold a snapshot for a while before it invokes: Linger
+	// keeps a departed invoker open that long. The default 1 s was not
+	// enough under -race with the load average at 18 (1 of 116,085 calls
+	// found its invoker closed); 5 s is.
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: p,
+		DrainTimeout: 5 * time.Second, Linger: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
