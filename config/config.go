@@ -149,6 +149,10 @@ type ZooKeeperConfig struct {
 	// MiB, at least 64 KiB): a providers node whose listing would not fit
 	// is reported and skipped like one over max_children.
 	MaxBufferSize int `yaml:"max_buffer_size"`
+	// Root is the top node the registry's nodes live under (default
+	// "dubbo": /dubbo/{interface}/providers/...). The address may give it
+	// as its root parameter instead; giving both, they must agree.
+	Root string `yaml:"root"`
 }
 
 // params returns the settings a ZooKeeper registry takes by name
@@ -163,6 +167,9 @@ func (z ZooKeeperConfig) params() map[string]string {
 	}
 	if z.MaxBufferSize != 0 {
 		p["max_buffer_size"] = strconv.Itoa(z.MaxBufferSize)
+	}
+	if z.Root != "" {
+		p["root"] = z.Root
 	}
 	return p
 }
@@ -457,6 +464,13 @@ func (c *Config) validate(k known) error {
 		}
 		if z.MaxBufferSize < 0 || (z.MaxBufferSize > 0 && z.MaxBufferSize < zookeeper.MinMaxBufferSize) {
 			bad("%s.zookeeper.max_buffer_size %d: must be 0 (the default, %d) or at least %d", key, z.MaxBufferSize, zookeeper.DefaultMaxBufferSize, zookeeper.MinMaxBufferSize)
+		}
+		if root := strings.Trim(z.Root, "/"); z.Root != "" && (root == "" || strings.Contains(root, "/")) {
+			bad("%s.zookeeper.root %q: must be one path element, such as dubbo", key, z.Root)
+		} else if z.Root != "" && slices.Contains(zookeeperSchemes, registry.Scheme(r.Address)) {
+			if err := zookeeper.RootAgrees(r.Address, z.Root); err != nil {
+				bad("%s.zookeeper.root: %v", key, err)
+			}
 		}
 		c.Registries[id] = r
 	}

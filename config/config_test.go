@@ -128,14 +128,15 @@ func TestZooKeeperSection(t *testing.T) {
 	c, err := Parse(strings.NewReader(`registries:
   zk:
     address: zookeeper://127.0.0.1:2181
-    zookeeper: {session_timeout: 4s, username: shop, password: s3cret, private_read: true, max_children: 20000, max_buffer_size: 33554432}
+    zookeeper: {session_timeout: 4s, username: shop, password: s3cret, private_read: true, max_children: 20000, max_buffer_size: 33554432, root: shop}
   bare: {address: "127.0.0.1:2181", zookeeper: {session_timeout: 3s}}
+  same: {address: "127.0.0.1:2181?root=/shop", zookeeper: {root: shop}}
   short: {address: "zk://127.0.0.1:2181"}
 `))
 	require.NoError(t, err)
 	assert.Equal(t, ZooKeeperConfig{SessionTimeout: 4 * time.Second, Username: "shop", Password: "s3cret",
-		PrivateRead: true, MaxChildren: 20000, MaxBufferSize: 32 << 20}, c.Registries["zk"].ZooKeeper)
-	assert.Equal(t, map[string]string{"private_read": "true", "max_children": "20000", "max_buffer_size": "33554432"},
+		PrivateRead: true, MaxChildren: 20000, MaxBufferSize: 32 << 20, Root: "shop"}, c.Registries["zk"].ZooKeeper)
+	assert.Equal(t, map[string]string{"private_read": "true", "max_children": "20000", "max_buffer_size": "33554432", "root": "shop"},
 		c.Registries["zk"].ZooKeeper.params())
 	assert.Equal(t, 3*time.Second, c.Registries["bare"].ZooKeeper.SessionTimeout, "an address without a scheme is ZooKeeper's")
 
@@ -145,15 +146,21 @@ func TestZooKeeperSection(t *testing.T) {
 		"neg":  {Address: "zookeeper://127.0.0.1:2181", ZooKeeper: ZooKeeperConfig{SessionTimeout: -time.Second}},
 		"kids": {Address: "zookeeper://127.0.0.1:2181", ZooKeeper: ZooKeeperConfig{MaxChildren: -1}},
 		"buf":  {Address: "zookeeper://127.0.0.1:2181", ZooKeeper: ZooKeeperConfig{MaxBufferSize: 1000}},
+		"deep": {Address: "zookeeper://127.0.0.1:2181", ZooKeeper: ZooKeeperConfig{Root: "a/b"}},
+		"two":  {Address: "zookeeper://127.0.0.1:2181?root=dubbo", ZooKeeper: ZooKeeperConfig{Root: "shop"}},
+		"grp":  {Address: "zookeeper://127.0.0.1:2181?group=blue", ZooKeeper: ZooKeeperConfig{Root: "shop"}},
 	}}
 	err = neg.Validate()
 	require.Error(t, err)
 	msgs := strings.Split(err.Error(), "\n")
 	assert.Equal(t, []string{
 		"config: registries.buf.zookeeper.max_buffer_size 1000: must be 0 (the default, 16777216) or at least 65536",
+		`config: registries.deep.zookeeper.root "a/b": must be one path element, such as dubbo`,
+		`config: registries.grp.zookeeper.root: zookeeper registry: root "shop" disagrees with the address's group=blue (give it once, or the same)`,
 		"config: registries.half.zookeeper: username and password go together",
 		"config: registries.kids.zookeeper.max_children -1: must not be negative",
 		"config: registries.mem.zookeeper: ZooKeeper settings for a memory:// address (they apply to zookeeper:// and zk:// addresses only)",
 		"config: registries.neg.zookeeper.session_timeout -1s: must not be negative",
+		`config: registries.two.zookeeper.root: zookeeper registry: root "shop" disagrees with the address's root=dubbo (give it once, or the same)`,
 	}, msgs)
 }

@@ -29,7 +29,7 @@ logging: {levle: info}
 	lines := strings.Split(err.Error(), "\n")
 	require.Len(t, lines, 6, err.Error())
 	for i, want := range []string{
-		`config: registries.zk.zookeeper.sesion_timeout (line 4): unknown key; did you mean "session_timeout"? (known in registries.zk.zookeeper: max_buffer_size, max_children, password, private_read, session_timeout, username)`,
+		`config: registries.zk.zookeeper.sesion_timeout (line 4): unknown key; did you mean "session_timeout"? (known in registries.zk.zookeeper: max_buffer_size, max_children, password, private_read, root, session_timeout, username)`,
 		`config: registries.zk.timeout (line 5): 2 is not a duration: durations need a unit, such as 2s or 2ms`,
 		`config: references.greeter.methods.SayHello.timeout (line 10): 250 is not a duration: durations need a unit, such as 250s or 250ms`,
 		`config: references.greeter.loadbalnce (line 11): unknown key; did you mean "loadbalance"? (known in references.greeter: `,

@@ -50,3 +50,40 @@ services:
 	err = raw.Delete(node, -1)
 	assert.True(t, errors.Is(err, zk.ErrNoAuth), "delete without credentials: %v", err)
 }
+
+// The root of a registry's zookeeper section is where the registry's
+// nodes go: the provider node is under /shop, not /dubbo, and a consumer
+// with the same root calls it.
+func TestZooKeeperSectionRoot(t *testing.T) {
+	ctx := testCtx(t)
+	zkc := zktest.Start(t)
+	raw := zktest.Client(t, zkc.Addrs()...)
+	c, err := config.Parse(strings.NewReader(fmt.Sprintf(`application: {name: e2e-root}
+registries:
+  zk:
+    address: %q
+    cache_file: "-"
+    zookeeper: {session_timeout: 4s, root: shop}
+services:
+  named: {interface: %s}
+references:
+  named: {interface: %s, check: true}
+`, zkc.Address(), e2eInterface, e2eInterface)))
+	require.NoError(t, err)
+	app, err := config.New(c, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = app.Shutdown(ctx) })
+	u, err := app.Export(ctx, "named", named{name: "rooted"})
+	require.NoError(t, err)
+	kids, _, err := raw.Children("/shop/" + e2eInterface + "/providers")
+	require.NoError(t, err)
+	require.Equal(t, []string{u.Address()}, providerAddrs(kids))
+	ok, _, err := raw.Exists("/dubbo/" + e2eInterface + "/providers")
+	require.NoError(t, err)
+	assert.False(t, ok, "nothing under the default root")
+	var cl namedClient
+	require.NoError(t, app.Refer(ctx, "named", &cl))
+	got, err := cl.Who(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "rooted:1", got)
+}

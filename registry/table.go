@@ -20,8 +20,9 @@ import (
 type Options struct {
 	// Application names the process (in registered URLs, cache files).
 	Application string
-	// Timeout bounds connecting and each registry operation (0: the
-	// registry's default).
+	// Timeout bounds how long each registration (Register, Unregister)
+	// waits for the registry before it goes on in the background (0: the
+	// registry's default; ZooKeeper's Options.RegisterWait).
 	Timeout time.Duration
 	// SessionTimeout is the session timeout of registries with sessions
 	// (0: the registry's default).

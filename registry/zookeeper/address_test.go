@@ -1,9 +1,17 @@
 package zookeeper_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 )
@@ -44,7 +52,7 @@ func TestOpenParams(t *testing.T) {
 		params map[string]string
 		err    string
 	}{
-		{map[string]string{"max_childs": "3"}, `unknown setting "max_childs" (known: max_children, max_buffer_size, private_read)`},
+		{map[string]string{"max_childs": "3"}, `unknown setting "max_childs" (known: max_children, max_buffer_size, private_read, root)`},
 		{map[string]string{"max_children": "x"}, `max_children="x": want a whole number`},
 		{map[string]string{"max_buffer_size": "100"}, "MaxBufferSize 100 is below 65536"},
 		{map[string]string{"private_read": "yes please"}, "private_read"},
@@ -80,5 +88,69 @@ func TestNewValidates(t *testing.T) {
 		} else if !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("New(%q) = %v, want %q", tc.addr, err, tc.err)
 		}
+	}
+}
+
+// Open takes the root from Params as from the address; giving both, they
+// must agree.
+func TestOpenRoot(t *testing.T) {
+	u := protocol.NewURL("dubbo", "127.0.0.1", 20880, "demo.Greeter", nil)
+	for _, tc := range []struct {
+		addr, root, path, err string
+	}{
+		{"zookeeper://h:1", "shop", "/shop/demo.Greeter/providers/", ""},
+		{"zookeeper://h:1?root=shop", "", "/shop/demo.Greeter/providers/", ""},
+		{"zookeeper://h:1?root=/shop/", "shop", "/shop/demo.Greeter/providers/", ""},
+		{"zookeeper://h:1", "", "/dubbo/demo.Greeter/providers/", ""},
+		{"zookeeper://h:1?root=dubbo", "shop", "", `root "shop" disagrees with the address's root=dubbo`},
+		{"zookeeper://h:1?group=blue", "shop", "", `root "shop" disagrees with the address's group=blue`},
+	} {
+		params := map[string]string{}
+		if tc.root != "" {
+			params["root"] = tc.root
+		}
+		r, err := zookeeper.Open(tc.addr, registry.Options{CacheFile: "-", Params: params})
+		if tc.err != "" {
+			if err == nil {
+				r.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Open(%q, root %q) = %v, want %q", tc.addr, tc.root, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Open(%q, root %q): %v", tc.addr, tc.root, err)
+			continue
+		}
+		if got := r.(*zookeeper.Registry).NodePath(u); !strings.HasPrefix(got, tc.path) {
+			t.Errorf("Open(%q, root %q): node %s, want it under %s", tc.addr, tc.root, got, tc.path)
+		}
+		r.Close()
+	}
+}
+
+// registry.Options.Timeout is how long Register waits for a session
+// before it goes on in the background: with a long one, a Register while
+// ZooKeeper is unreachable is ended by its context, not by the default
+// wait (min(SessionTimeout, 3s), here 100 ms), which would log that the
+// registration goes on in the background.
+func TestOpenTimeoutIsRegisterWait(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	u := protocol.NewURL("dubbo", "127.0.0.1", 20880, "demo.Greeter", nil)
+	for _, tc := range []struct {
+		timeout time.Duration
+		warned  bool
+	}{{time.Hour, false}, {time.Millisecond, true}} {
+		logs.TakeAll()
+		r, err := zookeeper.Open("zookeeper://127.0.0.1:1", registry.Options{
+			CacheFile: "-", SessionTimeout: 100 * time.Millisecond, Timeout: tc.timeout, Logger: zap.New(core)})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		require.NoError(t, r.Register(ctx, u))
+		cancel()
+		require.NoError(t, r.Close())
+		warned := logs.FilterMessageSnippet("registration continues in the background").Len() > 0
+		assert.Equal(t, tc.warned, warned, "Timeout %v", tc.timeout)
 	}
 }

@@ -236,7 +236,7 @@ func (o *Options) fill(params url.Values) error {
 
 // Params are the settings Open takes from registry.Options.Params, by
 // the names the address takes them as.
-var Params = []string{"max_children", "max_buffer_size", "private_read"}
+var Params = []string{"max_children", "max_buffer_size", "private_read", "root"}
 
 // limitsFrom sets MaxChildren, MaxBufferSize and PrivateRead, where
 // unset, from the parameters of those names (see Params).
@@ -340,14 +340,16 @@ func ParseAddress(address string) (Address, error) {
 }
 
 // Open is the registry.Factory of the zookeeper and zk schemes: New with
-// the application's generic settings (cache file "-" means none) and
-// o.Params (names in Params; they win over the address's, and another name
-// is an error). Every address form ParseAddress accepts works, its
-// parameters included.
+// the application's generic settings (o.Timeout is RegisterWait; cache
+// file "-" means none) and o.Params (names in Params; they win over the
+// address's, except root, which must agree with the address's root
+// parameter when both are given; another name is an error). Every
+// address form ParseAddress accepts works, its parameters included.
 func Open(address string, o registry.Options) (registry.Registry, error) {
 	zo := Options{
 		Application:    o.Application,
 		SessionTimeout: o.SessionTimeout,
+		RegisterWait:   o.Timeout,
 		Username:       o.Username,
 		Password:       o.Password,
 		Logger:         o.Logger,
@@ -360,6 +362,12 @@ func Open(address string, o registry.Options) (registry.Registry, error) {
 	if err := zo.limitsFrom(func(k string) string { return o.Params[k] }); err != nil {
 		return nil, err
 	}
+	if root := o.Params["root"]; root != "" {
+		if err := RootAgrees(address, root); err != nil {
+			return nil, err
+		}
+		zo.Root = root
+	}
 	switch o.CacheFile {
 	case "":
 	case "-":
@@ -368,4 +376,23 @@ func Open(address string, o registry.Options) (registry.Registry, error) {
 		zo.CacheFile = o.CacheFile
 	}
 	return New(address, zo)
+}
+
+// RootAgrees returns an error when address sets a root (its root
+// parameter, or Dubbo's group) other than root; "/" around either does
+// not count. An address without one agrees with any root.
+func RootAgrees(address, root string) error {
+	a, err := ParseAddress(address)
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"root", "group"} {
+		if v := a.Params.Get(k); v != "" {
+			if strings.Trim(v, "/") != strings.Trim(root, "/") {
+				return fmt.Errorf("zookeeper registry: root %q disagrees with the address's %s=%s (give it once, or the same)", root, k, v)
+			}
+			return nil
+		}
+	}
+	return nil
 }
