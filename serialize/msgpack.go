@@ -107,7 +107,10 @@ func (e *msgpackEncoder) Release() {
 	msgpackEncoders.Put(e)
 }
 
-var _ InterningDecoder = (*msgpackDecoder)(nil)
+var (
+	_ InterningDecoder = (*msgpackDecoder)(nil)
+	_ BytesDecoder     = (*msgpackDecoder)(nil)
+)
 
 var msgpackDecoders = sync.Pool{New: func() any {
 	d := &msgpackDecoder{d: msgpack.NewDecoder(nil)}
@@ -147,6 +150,10 @@ func (d *msgpackDecoder) spend(t reflect.Type) error {
 
 func (d *msgpackDecoder) Decode(v any) (err error) {
 	defer recoverDecode(&err)
+	if p, ok := v.(*string); ok && p != nil {
+		*p, err = d.DecodeString()
+		return err
+	}
 	if t := reflect.TypeOf(v); t != nil && t.Kind() == reflect.Pointer {
 		if err := d.spend(t.Elem()); err != nil {
 			return err
@@ -188,8 +195,33 @@ func signed(v any) any {
 	return v
 }
 
-func (d *msgpackDecoder) DecodeString() (string, error) { return d.d.DecodeString() }
-func (d *msgpackDecoder) DecodeInt() (int64, error)     { return d.d.DecodeInt64() }
+// DecodeString copies the string's bytes once, from the body (msgpack's
+// own DecodeString copies them into its buffer first).
+func (d *msgpackDecoder) DecodeString() (string, error) {
+	b, err := d.stringBytes()
+	return string(b), err
+}
+
+// DecodeBytes implements BytesDecoder: nil for msgpack's nil, a copy of
+// the bytes of a bin or str value otherwise, as decoding into a *[]byte
+// gives.
+func (d *msgpackDecoder) DecodeBytes() ([]byte, error) {
+	n, err := d.d.DecodeBytesLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	pos := len(d.data) - d.r.Len()
+	if pos < 0 || n > len(d.data)-pos {
+		return nil, io.ErrUnexpectedEOF
+	}
+	b := make([]byte, n)
+	_, err = d.r.Read(b)
+	if n == 0 {
+		err = nil
+	}
+	return b, err
+}
+func (d *msgpackDecoder) DecodeInt() (int64, error) { return d.d.DecodeInt64() }
 
 func (d *msgpackDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 	return d.DecodeMapIntern(l, copying{})

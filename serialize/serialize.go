@@ -104,6 +104,14 @@ type InterningDecoder interface {
 	DecodeMapIntern(l MapLimits, in Interner) (map[string]string, error)
 }
 
+// BytesDecoder is implemented by decoders that read a []byte without
+// reflection (msgpack's). Callers fall back to Decode with a *[]byte.
+type BytesDecoder interface {
+	// DecodeBytes reads the next value as a []byte, as Decode into a
+	// *[]byte would, and returns a copy the caller owns.
+	DecodeBytes() ([]byte, error)
+}
+
 // Table maps names and ids to serializers. It is safe for concurrent use.
 type Table struct {
 	mu     sync.RWMutex

@@ -165,6 +165,14 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			args[i] = v
 			continue
 		}
+		if bd, ok := dec.(serialize.BytesDecoder); ok && types[i] == bytesType {
+			v, err := bd.DecodeBytes()
+			if err != nil {
+				return nil, argError(r, types, i, err)
+			}
+			args[i] = v
+			continue
+		}
 		p := reflect.New(types[i])
 		if err := dec.Decode(p.Interface()); err != nil {
 			return nil, argError(r, types, i, err)
@@ -174,7 +182,10 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 	return args, nil
 }
 
-var stringType = reflect.TypeFor[string]()
+var (
+	stringType = reflect.TypeFor[string]()
+	bytesType  = reflect.TypeFor[[]byte]()
+)
 
 func argError(r *request, types []reflect.Type, i int, err error) error {
 	if types == nil {

@@ -18,6 +18,10 @@ type handleEcho struct{}
 
 func (handleEcho) Echo(_ context.Context, s string) (string, error) { return s, nil }
 
+type handleEchoBytes struct{}
+
+func (handleEchoBytes) Echo(_ context.Context, b []byte) ([]byte, error) { return b, nil }
+
 // BenchmarkProviderHandle is the provider's whole work for one call but
 // the network: decode the request (service, method, the calling
 // application's attachment, a 581-byte string), the monitor's provider
@@ -25,12 +29,22 @@ func (handleEcho) Echo(_ context.Context, s string) (string, error) { return s, 
 // response. Its allocs/op are the provider's allocations per call (the
 // exchange layer's Request included).
 func BenchmarkProviderHandle(b *testing.B) {
+	benchmarkProviderHandle(b, handleEcho{}, strings.Repeat("p", 581))
+}
+
+// BenchmarkProviderHandleBytes is BenchmarkProviderHandle with the
+// method of the bench/ module's provider: Echo([]byte) ([]byte, error).
+func BenchmarkProviderHandleBytes(b *testing.B) {
+	benchmarkProviderHandle(b, handleEchoBytes{}, bytes.Repeat([]byte("p"), 581))
+}
+
+func benchmarkProviderHandle(b *testing.B, impl, arg any) {
 	p, err := New(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	u := protocol.NewURL("dubbo", "127.0.0.1", 20880, "bench.Echo", nil)
-	prov, err := proxy.NewProvider(u, handleEcho{})
+	prov, err := proxy.NewProvider(u, impl)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +59,7 @@ func BenchmarkProviderHandle(b *testing.B) {
 	s.names.set(m)
 	var body bytes.Buffer
 	enc := serialize.NewMsgpack().NewEncoder(&body)
-	if err := encodeRequest(enc, &protocol.Invocation{Method: "Echo", Args: []any{strings.Repeat("p", 581)}}, u, 1000,
+	if err := encodeRequest(enc, &protocol.Invocation{Method: "Echo", Args: []any{arg}}, u, 1000,
 		map[string]string{protocol.KeyRemoteApplication: "bench-consumer"}); err != nil {
 		b.Fatal(err)
 	}
