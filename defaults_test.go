@@ -129,7 +129,6 @@ func TestDefaultsDeclaredOnce(t *testing.T) {
 var noDefaults = map[string]string{
 	"registry.Options":         "each registry has its own defaults (zookeeper.DefaultOptions)",
 	"cluster.ConditionOptions": "every zero is the setting itself (no force, priority 0, no consumer)",
-	"serialize.MapLimits":      "a bound passed per decode; zero means unbounded there, and the protocol that owns the bound states its defaults (dubbo.DefaultOptions().Attachments)",
 }
 
 // TestEveryOptionsHasDefaultAndValidate walks the framework's option
@@ -207,6 +206,7 @@ func TestZeroAndNegativeMeanTheSameInEveryLayer(t *testing.T) {
 		{"exchange", (&exchange.Options{}).Validate(), ptr(exchange.DefaultOptions()).Validate(), (&exchange.Options{Heartbeat: -1}).Validate(), "Heartbeat"},
 		{"protocol/dubbo", (&dubbo.Options{}).Validate(), ptr(dubbo.DefaultOptions()).Validate(), (&dubbo.Options{Connections: -1}).Validate(), "Connections"},
 		{"serialize", serialize.Limits{}.Validate(), serialize.DefaultLimits().Validate(), serialize.Limits{AllocSlack: -1}.Validate(), "AllocSlack"},
+		{"serialize map limits", serialize.MapLimits{}.Validate(), serialize.DefaultMapLimits().Validate(), serialize.MapLimits{MaxValue: -1}.Validate(), "MaxValue"},
 		{"monitor", send(monitor.ReporterOptions{}).Validate(), send(monitor.DefaultReporterOptions()).Validate(), send(monitor.ReporterOptions{BufferBytes: -1}).Validate(), "BufferBytes"},
 		{"monitor/server", server.Options{}.Validate(), server.DefaultOptions().Validate(), server.Options{Refresh: -1}.Validate(), "Refresh"},
 		{"monitor/store", store.Options{}.Validate(), store.DefaultOptions().Validate(), store.Options{Retention: -1}.Validate(), "Retention"},
@@ -266,4 +266,5 @@ monitor:
 	require.Equal(t, td.MaxConns, ed.MaxConns)
 	require.Equal(t, td.MaxConns, dd.MaxConnections)
 	require.Equal(t, td.FrameTimeout, dd.FrameTimeout)
+	require.Equal(t, serialize.DefaultMapLimits(), dd.Attachments)
 }

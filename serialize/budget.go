@@ -2,9 +2,12 @@ package serialize
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 )
 
 // Defaults of Limits.
@@ -48,13 +51,10 @@ func DefaultLimits() Limits {
 
 // Validate returns an error naming the first negative field.
 func (l Limits) Validate() error {
-	switch {
-	case l.AllocFactor < 0:
-		return fmt.Errorf("serialize: AllocFactor %d is negative (want 0 for the default %d, or more)", l.AllocFactor, DefaultAllocFactor)
-	case l.AllocSlack < 0:
-		return fmt.Errorf("serialize: AllocSlack %d is negative (want 0 for the default %d, or more)", l.AllocSlack, DefaultAllocSlack)
-	}
-	return nil
+	return optcheck.NonNegative("serialize",
+		optcheck.Field{Name: "AllocFactor", Value: int64(l.AllocFactor), Default: DefaultAllocFactor},
+		optcheck.Field{Name: "AllocSlack", Value: int64(l.AllocSlack), Default: DefaultAllocSlack},
+	)
 }
 
 func (l Limits) withDefaults() Limits {
@@ -72,19 +72,75 @@ func (l Limits) budget(n int) int64 {
 	return int64(l.AllocFactor)*int64(n) + int64(l.AllocSlack)
 }
 
-// MapLimits bound a string map read by Decoder.DecodeStringMap (call
-// attachments). A zero field means no bound on it.
+// Defaults of MapLimits: the bounds of one request's or response's
+// attachments. DefaultMapLimits returns them all.
+const (
+	// DefaultMapEntries bounds the number of entries.
+	DefaultMapEntries = 64
+	// DefaultMapKey bounds the length of one key.
+	DefaultMapKey = 256
+	// DefaultMapValue bounds the length of one value.
+	DefaultMapValue = 8 << 10
+	// DefaultMapBytes bounds the sum of the lengths of keys and values.
+	DefaultMapBytes = 64 << 10
+)
+
+// NoLimit, as a MapLimits field, lifts that bound. It is the one way to
+// ask for no bound: zero means the default.
+const NoLimit = math.MaxInt
+
+// MapLimits bound a string map read by Decoder.DecodeMap (call
+// attachments). As in every layer's options: a zero field means the
+// default (DefaultMapLimits shows them), a negative one is invalid
+// (Validate; the decoders use the default in its place), and NoLimit
+// lifts a bound.
 type MapLimits struct {
-	// MaxEntries bounds the number of entries.
+	// MaxEntries bounds the number of entries (default DefaultMapEntries).
 	MaxEntries int
-	// MaxKey and MaxValue bound the length of one key and one value.
+	// MaxKey and MaxValue bound the length of one key and one value
+	// (default DefaultMapKey and DefaultMapValue).
 	MaxKey, MaxValue int
-	// MaxBytes bounds the sum of the lengths of all keys and values.
+	// MaxBytes bounds the sum of the lengths of all keys and values
+	// (default DefaultMapBytes).
 	MaxBytes int
 }
 
+// DefaultMapLimits returns the limits a zero MapLimits stands for.
+func DefaultMapLimits() MapLimits {
+	return MapLimits{MaxEntries: DefaultMapEntries, MaxKey: DefaultMapKey, MaxValue: DefaultMapValue, MaxBytes: DefaultMapBytes}
+}
+
+// Validate returns an error naming the first negative field.
+func (l MapLimits) Validate() error {
+	return optcheck.NonNegative("serialize",
+		optcheck.Field{Name: "MaxEntries", Value: int64(l.MaxEntries), Default: DefaultMapEntries},
+		optcheck.Field{Name: "MaxKey", Value: int64(l.MaxKey), Default: DefaultMapKey},
+		optcheck.Field{Name: "MaxValue", Value: int64(l.MaxValue), Default: DefaultMapValue},
+		optcheck.Field{Name: "MaxBytes", Value: int64(l.MaxBytes), Default: DefaultMapBytes},
+	)
+}
+
+// withDefaults returns l with every zero or negative field set to its
+// default.
+func (l MapLimits) withDefaults() MapLimits {
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultMapEntries
+	}
+	if l.MaxKey <= 0 {
+		l.MaxKey = DefaultMapKey
+	}
+	if l.MaxValue <= 0 {
+		l.MaxValue = DefaultMapValue
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMapBytes
+	}
+	return l
+}
+
 // check returns an error wrapping ErrLimit if adding k, v (the entry
-// number n, 1-based, with total bytes so far) breaks l.
+// number n, 1-based, with total bytes so far) breaks l, whose fields are
+// set (withDefaults).
 func (l MapLimits) check(n, total int, k, v string) error { return checkEntry(l, n, total, k, v) }
 
 // checkBytes is check of an entry still in the decoder's bytes.
@@ -92,22 +148,22 @@ func (l MapLimits) checkBytes(n, total int, k, v []byte) error { return checkEnt
 
 func checkEntry[S string | []byte](l MapLimits, n, total int, k, v S) error {
 	switch {
-	case l.MaxEntries > 0 && n > l.MaxEntries:
+	case n > l.MaxEntries:
 		return fmt.Errorf("%w: map of more than %d entries", ErrLimit, l.MaxEntries)
-	case l.MaxKey > 0 && len(k) > l.MaxKey:
+	case len(k) > l.MaxKey:
 		return fmt.Errorf("%w: map key of %d bytes (%.32q...), limit %d", ErrLimit, len(k), k, l.MaxKey)
-	case l.MaxValue > 0 && len(v) > l.MaxValue:
+	case len(v) > l.MaxValue:
 		return fmt.Errorf("%w: map value of %d bytes for key %.64q, limit %d", ErrLimit, len(v), k, l.MaxValue)
-	case l.MaxBytes > 0 && total > l.MaxBytes:
+	case total > l.MaxBytes:
 		return fmt.Errorf("%w: map of more than %d bytes of keys and values", ErrLimit, l.MaxBytes)
 	}
 	return nil
 }
 
 // checkEntries returns an error wrapping ErrLimit if a map declares more
-// entries than l allows, before any is read.
+// entries than l (withDefaults) allows, before any is read.
 func (l MapLimits) checkEntries(n int) error {
-	if l.MaxEntries > 0 && n > l.MaxEntries {
+	if n > l.MaxEntries {
 		return fmt.Errorf("%w: map of %d entries, limit %d", ErrLimit, n, l.MaxEntries)
 	}
 	return nil

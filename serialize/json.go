@@ -90,6 +90,7 @@ func (d *jsonDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 	if tok != json.Delim('{') {
 		return nil, fmt.Errorf("serialize: json: want an object or null, got %v", tok)
 	}
+	l = l.withDefaults()
 	var m map[string]string
 	total, n := 0, 0
 	for d.d.More() {

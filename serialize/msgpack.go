@@ -265,6 +265,7 @@ func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]s
 	if err != nil || n <= 0 {
 		return nil, err
 	}
+	l = l.withDefaults()
 	if err := l.checkEntries(n); err != nil {
 		return nil, err
 	}

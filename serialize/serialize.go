@@ -77,8 +77,9 @@ type Decoder interface {
 	// DecodeInt reads the next value as an integer.
 	DecodeInt() (int64, error)
 	// DecodeMap reads the next value as a string map (nil when empty),
-	// within l: a map over a limit is an error wrapping ErrLimit, found
-	// before the map grows past it.
+	// within l (a zero field is its default, see MapLimits): a map over a
+	// limit is an error wrapping ErrLimit, found before the map grows past
+	// it.
 	DecodeMap(l MapLimits) (map[string]string, error)
 	// Release returns the decoder to its pool; it must not be used after.
 	Release()

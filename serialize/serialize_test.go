@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -328,6 +329,47 @@ func TestTypedSliceBomb(t *testing.T) {
 	require.Equal(t, in, out)
 }
 
+// TestMapLimitsZeroIsTheDefault: a zero MapLimits bounds a map as
+// DefaultMapLimits does, in every serializer (it used to mean no bound);
+// NoLimit is the explicit way to lift one; negative fields are invalid.
+func TestMapLimitsZeroIsTheDefault(t *testing.T) {
+	require.NoError(t, serialize.MapLimits{}.Validate())
+	require.EqualError(t, serialize.MapLimits{MaxKey: -1}.Validate(),
+		"serialize: MaxKey -1 is negative (want 0 for the default 256, or more)")
+	over := map[string]string{}
+	for i := range serialize.DefaultMapEntries + 1 {
+		over[strconv.Itoa(i)] = ""
+	}
+	bigValue := map[string]string{"k": strings.Repeat("v", serialize.DefaultMapValue+1)}
+	for _, s := range serializers() {
+		t.Run(s.Name(), func(t *testing.T) {
+			decode := func(m map[string]string, lim serialize.MapLimits) error {
+				var buf bytes.Buffer
+				enc := s.NewEncoder(&buf)
+				require.NoError(t, enc.EncodeMap(m))
+				enc.Release()
+				dec, err := s.NewDecoder(buf.Bytes())
+				require.NoError(t, err)
+				defer dec.Release()
+				got, err := dec.DecodeMap(lim)
+				if err == nil {
+					require.Equal(t, m, got)
+				}
+				return err
+			}
+			for _, lim := range []serialize.MapLimits{{}, serialize.DefaultMapLimits(), {MaxEntries: -1, MaxValue: -1}} {
+				require.ErrorIs(t, decode(over, lim), serialize.ErrLimit)
+				require.ErrorIs(t, decode(bigValue, lim), serialize.ErrLimit)
+				delete(over, "0")
+				require.NoError(t, decode(over, lim), "exactly the default count")
+				over["0"] = ""
+			}
+			require.NoError(t, decode(over, serialize.MapLimits{MaxEntries: serialize.NoLimit}))
+			require.NoError(t, decode(bigValue, serialize.MapLimits{MaxValue: serialize.NoLimit}))
+		})
+	}
+}
+
 // TestMapLimits: attachments are read within count, key, value and total
 // bounds, and a huge declared count is refused before anything is sized
 // from it.
@@ -382,7 +424,7 @@ func TestMapLimits(t *testing.T) {
 	got = allocated(func() {
 		dec, e := s.NewDecoder(data)
 		require.NoError(t, e)
-		_, err = dec.DecodeMap(serialize.MapLimits{})
+		_, err = dec.DecodeMap(serialize.MapLimits{MaxEntries: serialize.NoLimit, MaxBytes: serialize.NoLimit})
 		dec.Release()
 	})
 	require.NoError(t, err)

@@ -105,6 +105,7 @@ func (d streamDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 	if err := d.Decode(&m); err != nil {
 		return nil, err
 	}
+	l = l.withDefaults()
 	n, total := 0, 0
 	for k, v := range m {
 		n++

@@ -52,10 +52,10 @@ const (
 	DefaultMaxReconnect = 5 * time.Second
 	// DefaultMaxAttachments and the three below bound the attachments of
 	// one request or response.
-	DefaultMaxAttachments      = 64
-	DefaultMaxAttachmentKey    = 256
-	DefaultMaxAttachmentValue  = 8 << 10
-	DefaultMaxAttachmentsBytes = 64 << 10
+	DefaultMaxAttachments      = serialize.DefaultMapEntries
+	DefaultMaxAttachmentKey    = serialize.DefaultMapKey
+	DefaultMaxAttachmentValue  = serialize.DefaultMapValue
+	DefaultMaxAttachmentsBytes = serialize.DefaultMapBytes
 	// DefaultMaxTimeout caps the call timeouts a consumer reads from a
 	// URL.
 	DefaultMaxTimeout = 60 * time.Second
@@ -134,7 +134,8 @@ type Options struct {
 	// and of a response (on the consumer): count, key and value length,
 	// total bytes. Zero fields take DefaultMaxAttachments,
 	// DefaultMaxAttachmentKey, DefaultMaxAttachmentValue and
-	// DefaultMaxAttachmentsBytes. A body over a bound is refused with an
+	// DefaultMaxAttachmentsBytes (serialize.DefaultMapLimits);
+	// serialize.NoLimit lifts a bound. A body over a bound is refused with an
 	// error wrapping serialize.ErrLimit (status.ErrBadRequest on the
 	// provider, status.ErrBadResponse on the consumer) and counted in
 	// Stats.
@@ -158,24 +159,19 @@ type Options struct {
 // serialize.Builtin() table).
 func DefaultOptions() Options {
 	return Options{
-		Connections:    DefaultConnections,
-		MaxPayload:     DefaultMaxPayload,
-		Heartbeat:      DefaultHeartbeat,
-		IdleTimeout:    exchange.DefaultIdleTimeout,
-		Workers:        DefaultWorkers,
-		Queue:          DefaultQueue,
-		DialTimeout:    DefaultDialTimeout,
-		Reconnect:      DefaultReconnect,
-		MaxReconnect:   DefaultMaxReconnect,
-		Serializers:    serialize.Builtin(),
-		MaxConnections: transport.DefaultMaxConns,
-		FrameTimeout:   transport.DefaultFrameTimeout,
-		Attachments: serialize.MapLimits{
-			MaxEntries: DefaultMaxAttachments,
-			MaxKey:     DefaultMaxAttachmentKey,
-			MaxValue:   DefaultMaxAttachmentValue,
-			MaxBytes:   DefaultMaxAttachmentsBytes,
-		},
+		Connections:        DefaultConnections,
+		MaxPayload:         DefaultMaxPayload,
+		Heartbeat:          DefaultHeartbeat,
+		IdleTimeout:        exchange.DefaultIdleTimeout,
+		Workers:            DefaultWorkers,
+		Queue:              DefaultQueue,
+		DialTimeout:        DefaultDialTimeout,
+		Reconnect:          DefaultReconnect,
+		MaxReconnect:       DefaultMaxReconnect,
+		Serializers:        serialize.Builtin(),
+		MaxConnections:     transport.DefaultMaxConns,
+		FrameTimeout:       transport.DefaultFrameTimeout,
+		Attachments:        serialize.DefaultMapLimits(),
 		MaxTimeout:         DefaultMaxTimeout,
 		MaxProviderTimeout: DefaultMaxProviderTimeout,
 	}
