@@ -16,6 +16,9 @@ type Invocation struct {
 	Method                  string
 	Args                    []any
 	// Attachments travel with the request (token, tag, timeout, ...).
+	// Nobody modifies the map of an invocation given to them (a filter
+	// that changes the attachments sets a changed copy): on the provider
+	// the protocol may share one map between calls.
 	Attachments map[string]string
 	// Reply, on the consumer, is a non-nil pointer into which the response
 	// value is decoded; nil decodes it as a plain any into Result.Value.

@@ -2,6 +2,7 @@ package serialize_test
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -101,6 +102,14 @@ func TestMsgpackDecodeMapInternMatchesDecodeMap(t *testing.T) {
 		got, gotErr := dec.(serialize.InterningDecoder).DecodeMapIntern(lim, in)
 		dec.Release()
 		require.Equal(t, want, got, name)
+		dec, err = serialize.NewMsgpack().NewDecoder(data)
+		require.NoError(t, err)
+		kept, keptErr := dec.(serialize.InterningDecoder).DecodeMapIntern(lim, &keeper{table: table{held: in.held}, kept: map[string]map[string]string{}})
+		dec.Release()
+		require.Equal(t, want, kept, name)
+		if wantErr != nil {
+			require.EqualError(t, keptErr, wantErr.Error(), name)
+		}
 		if wantErr != nil {
 			require.ErrorIs(t, gotErr, serialize.ErrLimit, name)
 			require.EqualError(t, gotErr, wantErr.Error(), name)
@@ -112,4 +121,68 @@ func TestMsgpackDecodeMapInternMatchesDecodeMap(t *testing.T) {
 			require.Same(t, unsafe.StringData(in.held["shop"]), unsafe.StringData(got["remote.application"]))
 		}
 	}
+}
+
+// keeper is a table that keeps every map offered to it.
+type keeper struct {
+	table
+	kept    map[string]map[string]string
+	offered int
+}
+
+func (k *keeper) InternMap(enc []byte) map[string]string { return k.kept[string(enc)] }
+func (k *keeper) KeepMap(enc []byte, m map[string]string) {
+	k.offered++
+	k.kept[string(enc)] = m
+}
+
+// A MapInterner gets small maps offered once decoded, and gives the kept
+// map back for the same bytes; limits fail as without it.
+func TestMsgpackDecodeMapInternKeeps(t *testing.T) {
+	in := &keeper{table: table{held: map[string]string{}}, kept: map[string]map[string]string{}}
+	lim := serialize.MapLimits{MaxEntries: 8, MaxKey: 32, MaxValue: 16, MaxBytes: 100}
+	decode := func(m map[string]string) (map[string]string, error) {
+		data := msgpackOf(t, func(e serialize.Encoder) {
+			require.NoError(t, e.EncodeMap(m))
+			require.NoError(t, e.EncodeString("after"))
+		})
+		dec, err := serialize.NewMsgpack().NewDecoder(data)
+		require.NoError(t, err)
+		defer dec.Release()
+		got, err := dec.(serialize.InterningDecoder).DecodeMapIntern(lim, in)
+		if err == nil {
+			s, err := dec.DecodeString()
+			require.NoError(t, err)
+			require.Equal(t, "after", s, "the decoder is past the map")
+		}
+		return got, err
+	}
+	app := map[string]string{"remote.application": "shop"}
+	first, err := decode(app)
+	require.NoError(t, err)
+	require.Equal(t, app, first)
+	require.Equal(t, 1, in.offered)
+	again, err := decode(app)
+	require.NoError(t, err)
+	require.Equal(t, reflect.ValueOf(first).Pointer(), reflect.ValueOf(again).Pointer(), "the kept map")
+	require.Equal(t, 1, in.offered)
+	other, err := decode(map[string]string{"remote.application": "shoq"})
+	require.NoError(t, err)
+	require.Equal(t, "shoq", other["remote.application"])
+	require.Equal(t, 2, in.offered)
+
+	// Over four entries: decoded as before, not offered.
+	five := map[string]string{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5"}
+	got, err := decode(five)
+	require.NoError(t, err)
+	require.Equal(t, five, got)
+	require.Equal(t, 2, in.offered)
+
+	// A map over a limit is refused before anything is looked up.
+	_, err = decode(map[string]string{"k": strings.Repeat("v", 17)})
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	_, err = decode(map[string]string{"key-one-10": strings.Repeat("v", 16), "key-two-10": strings.Repeat("w", 16),
+		"key-three0": strings.Repeat("x", 16), "key-four10": strings.Repeat("y", 16)}) // 104 bytes
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	require.Equal(t, 2, in.offered)
 }

@@ -260,7 +260,12 @@ func (d *msgpackDecoder) DecodeStringIntern(in Interner, max int) (string, error
 	return in.Intern(b, ""), nil
 }
 
+// maxKeptMap is the most entries of a map that DecodeMapIntern offers to
+// a MapInterner.
+const maxKeptMap = 4
+
 func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]string, error) {
+	start := len(d.data) - d.r.Len()
 	n, err := d.d.DecodeMapLen()
 	if err != nil || n <= 0 {
 		return nil, err
@@ -268,6 +273,9 @@ func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]s
 	l = l.withDefaults()
 	if err := l.checkEntries(n); err != nil {
 		return nil, err
+	}
+	if mi, ok := in.(MapInterner); ok && n <= maxKeptMap {
+		return d.decodeMapKept(l, mi, n, start)
 	}
 	// Grown as entries arrive: the declared count is not trusted for size.
 	m := make(map[string]string, min(n, 8))
@@ -288,6 +296,40 @@ func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]s
 		k := in.Intern(kb, "")
 		m[k] = in.Intern(vb, k)
 	}
+	return m, nil
+}
+
+// decodeMapKept decodes a map of n entries, from start in the body, with
+// the map in keeps for the same bytes if it has one: the entries are read
+// in place (and checked against l) before anything is allocated.
+func (d *msgpackDecoder) decodeMapKept(l MapLimits, in MapInterner, n, start int) (map[string]string, error) {
+	var kv [2 * maxKeptMap][]byte
+	total := 0
+	for i := range n {
+		kb, err := d.stringBytes()
+		if err != nil {
+			return nil, err
+		}
+		vb, err := d.stringBytes()
+		if err != nil {
+			return nil, err
+		}
+		total += len(kb) + len(vb)
+		if err := l.checkBytes(i+1, total, kb, vb); err != nil {
+			return nil, err
+		}
+		kv[2*i], kv[2*i+1] = kb, vb
+	}
+	enc := d.data[start : len(d.data)-d.r.Len()]
+	if m := in.InternMap(enc); m != nil {
+		return m, nil
+	}
+	m := make(map[string]string, n)
+	for i := range n {
+		k := in.Intern(kv[2*i], "")
+		m[k] = in.Intern(kv[2*i+1], k)
+	}
+	in.KeepMap(enc, m)
 	return m, nil
 }
 

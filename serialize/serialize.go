@@ -93,6 +93,23 @@ type Interner interface {
 	Intern(b []byte, key string) string
 }
 
+// MapInterner is an Interner that also keeps whole string maps, so that a
+// map whose encoding repeats that of an earlier one (a call's attachments
+// that name only the calling application) is decoded without allocating
+// anything. A map it gives is shared between the decodings that return
+// it: nobody may modify it. Implementations must be safe for concurrent
+// use.
+type MapInterner interface {
+	Interner
+	// InternMap returns the map it keeps for enc, the encoding of a whole
+	// map (valid only during the call), or nil.
+	InternMap(enc []byte) map[string]string
+	// KeepMap offers m, just decoded from enc (valid only during the
+	// call), for the next decodings of enc. The interner may keep it; m
+	// is then shared and must not be modified.
+	KeepMap(enc []byte, m map[string]string)
+}
+
 // InterningDecoder is implemented by decoders that can take strings from
 // an Interner instead of allocating them (msgpack's). Callers fall back to
 // DecodeString and DecodeMap for decoders without it.
@@ -101,7 +118,9 @@ type InterningDecoder interface {
 	// max > 0, a string longer than max bytes is an error wrapping
 	// ErrLimit, found before anything is allocated for it.
 	DecodeStringIntern(in Interner, max int) (string, error)
-	// DecodeMapIntern is DecodeMap with the keys and values from in.
+	// DecodeMapIntern is DecodeMap with the keys and values from in. When
+	// in is a MapInterner, the map may be one it keeps, which must not be
+	// modified.
 	DecodeMapIntern(l MapLimits, in Interner) (map[string]string, error)
 }
 

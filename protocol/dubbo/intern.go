@@ -16,26 +16,77 @@ import (
 // requests (calling applications' names), so that strangers cannot grow it.
 const maxLearned = 64
 
+// maxKept bounds the attachment maps a server's interner keeps whole.
+const maxKept = 64
+
 // interner holds the strings every request head repeats, so that decoding
 // them allocates nothing: the names of the exported services, versions,
 // groups and methods, the framework's attachment keys, and the first
 // maxLearned calling applications' names. Lookups read an immutable map
 // through an atomic pointer; writers copy it under mu. It implements
 // serialize.Interner.
+//
+// It also keeps whole attachment maps (serialize.MapInterner): the first
+// maxKept maps whose keys are all the framework's, the token excepted, and
+// whose values it holds (the calling application's name), by their
+// encoding. A call that carries only such attachments then decodes them
+// into a map shared with the calls before it, which nobody modifies
+// (protocol.Invocation.Attachments).
 type interner struct {
-	m atomic.Pointer[map[string]string]
+	m    atomic.Pointer[map[string]string]
+	kept atomic.Pointer[map[string]map[string]string]
 
 	mu      sync.Mutex
 	static  map[string]string
 	learned map[string]string
 }
 
-var _ serialize.Interner = (*interner)(nil)
+var _ serialize.MapInterner = (*interner)(nil)
 
 func newInterner() *interner {
 	in := &interner{learned: map[string]string{}}
 	in.set(nil)
+	in.kept.Store(&map[string]map[string]string{})
 	return in
+}
+
+// InternMap implements serialize.MapInterner.
+func (in *interner) InternMap(enc []byte) map[string]string {
+	if in == nil {
+		return nil
+	}
+	return (*in.kept.Load())[string(enc)]
+}
+
+// KeepMap implements serialize.MapInterner.
+func (in *interner) KeepMap(enc []byte, m map[string]string) {
+	if in == nil || len(*in.kept.Load()) >= maxKept {
+		return
+	}
+	known := *in.m.Load()
+	for k, v := range m {
+		if k == protocol.KeyToken || !protocol.IsFrameworkKey(k) {
+			return
+		}
+		if _, ok := known[v]; !ok {
+			return
+		}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	old := *in.kept.Load()
+	if len(old) >= maxKept {
+		return
+	}
+	if _, ok := old[string(enc)]; ok {
+		return
+	}
+	kept := make(map[string]map[string]string, len(old)+1)
+	for k, v := range old {
+		kept[k] = v
+	}
+	kept[string(enc)] = m
+	in.kept.Store(&kept)
 }
 
 // Intern implements serialize.Interner.
