@@ -53,9 +53,10 @@ const oversizedMsg = "received packet from server with length "
 
 // onZKLog looks at go-zookeeper's log lines for an oversized response,
 // and counts session handshakes a server closed or reset (see watchdog);
-// an expired session is told apart.
+// an expired session and a handshake that timed out are told apart.
 func (r *Registry) onZKLog(line string) {
-	if strings.HasPrefix(line, "authentication failed: ") && !strings.Contains(line, "expired") {
+	// A handshake that timed out is no refusal: the server may be slow.
+	if strings.HasPrefix(line, "authentication failed: ") && !strings.Contains(line, "expired") && !strings.Contains(line, "timeout") {
 		r.mu.Lock()
 		r.handshakeEOFs++
 		r.mu.Unlock()

@@ -244,6 +244,46 @@ func (z zkLogger) Printf(format string, args ...any) {
 	}
 }
 
+// handshakeDialer dials like go-zookeeper's default dialer and bounds the
+// wait for the answer to a session handshake by limit (see handshakeConn).
+func handshakeDialer(limit time.Duration) zk.Dialer {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &handshakeConn{Conn: c, limit: limit}, nil
+	}
+}
+
+// handshakeConn cuts the read deadline of a session handshake to limit.
+// go-zookeeper (v1.0.4) waits ten receive timeouts for the server's answer
+// (20 s with a 3 s session, 400 s with a 60 s one), and a server that
+// accepted the connection while it was starting may never answer nor
+// close it (seen under load right after a restart): the registry then
+// learned nothing, no session and no refusal, for that long. The limit is
+// the receive timeout go-zookeeper allows every later read (two thirds of
+// the session timeout), as ZooKeeper's Java client bounds its handshake
+// too. The first deadline set on a connection is the handshake's; it ends
+// when go-zookeeper clears it, and later deadlines are left alone.
+type handshakeConn struct {
+	net.Conn
+	limit time.Duration
+	done  atomic.Bool
+}
+
+// SetReadDeadline implements net.Conn.
+func (c *handshakeConn) SetReadDeadline(t time.Time) error {
+	if !c.done.Load() {
+		if t.IsZero() {
+			c.done.Store(true)
+		} else if lim := time.Now().Add(c.limit); t.After(lim) {
+			t = lim
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
 // dialLocked starts a new zk.Conn. r.mu must be held, so the event
 // callback (which takes r.mu) sees r.conn set.
 func (r *Registry) dialLocked() {
@@ -251,6 +291,7 @@ func (r *Registry) dialLocked() {
 	gen := r.gen
 	conn, _, err := zk.Connect(r.servers, r.opts.SessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
+		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3)),
 		zk.WithLogger(zkLogger{r.log, r}),
 		zk.WithLogInfo(false),
 		zk.WithMaxBufferSize(r.opts.MaxBufferSize))

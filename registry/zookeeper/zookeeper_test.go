@@ -494,15 +494,22 @@ func TestWipedDataRecovered(t *testing.T) {
 }
 
 // TestWipedDataRefusalSpotted restarts ZooKeeper with its data wiped
-// while the watchdog's timeout is ten minutes: the registry sees a serving
-// server close its session handshakes and re-dials at once, so providers
-// are listed again long before the timeout (the test's own bound is 90 s).
+// while the watchdog's timeout is long (refusalWatchdog): the registry sees
+// a serving server close its session handshakes and re-dials at once, so
+// providers are listed again long before the timeout. Spotting takes 2-3 s
+// on a quiet machine. Were it missed, the plain watchdog would re-dial at
+// refusalWatchdog and the counts below would say so, well inside the
+// test's own bound (refusalBound): the test never waits for ZooKeeper
+// longer than that, where a ten-minute watchdog left a missed refusal to
+// the 90 s context with nothing but "last list" to show for it.
 func TestWipedDataRefusalSpotted(t *testing.T) {
-	ctx := testCtx(t)
+	const refusalWatchdog, refusalBound = 40 * time.Second, 60 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), refusalBound)
+	defer cancel()
 	zkc := zktest.Start(t)
 	svc := iface(t)
 	po, co := opts(t, t.TempDir()), opts(t, t.TempDir())
-	po.WatchdogTimeout, co.WatchdogTimeout = 10*time.Minute, 10*time.Minute
+	po.WatchdogTimeout, co.WatchdogTimeout = refusalWatchdog, refusalWatchdog
 	co.EmptyGrace = 15 * time.Second
 	prov := newRegistry(t, zkc.Address(), po)
 	cons := newRegistry(t, zkc.Address(), co)
