@@ -212,7 +212,7 @@ func TestZeroAndNegativeMeanTheSameInEveryLayer(t *testing.T) {
 		{"monitor/store", store.Options{}.Validate(), store.DefaultOptions().Validate(), store.Options{Retention: -1}.Validate(), "Retention"},
 		{"cluster", cluster.Options{}.Validate(), cluster.DefaultOptions().Validate(), cluster.Options{Forks: -1}.Validate(), "Forks"},
 		{"cluster/loadbalance", loadbalance.Options{}.Validate(), loadbalance.DefaultOptions().Validate(), loadbalance.Options{ProbeAfter: -1}.Validate(), "ProbeAfter"},
-		{"registry", registry.Options{}.Validate(), nil, registry.Options{Timeout: -1}.Validate(), "Timeout"},
+		{"registry", registry.Options{}.Validate(), nil, registry.Options{SessionTimeout: -1}.Validate(), "SessionTimeout"},
 		{"registry/zookeeper", ptr(zookeeper.Options{}).Validate(), ptr(zookeeper.DefaultOptions()).Validate(), ptr(zookeeper.Options{Resync: -1}).Validate(), "Resync"},
 	} {
 		t.Run(l.layer, func(t *testing.T) {

@@ -462,7 +462,6 @@ func (a *Application) registry(id string) (registry.Registry, error) {
 	rc := a.cfg.Registries[id]
 	r, err := a.regTable.Open(rc.Address, registry.Options{
 		Application:    a.cfg.Application.Name,
-		Timeout:        rc.Timeout,
 		SessionTimeout: rc.ZooKeeper.SessionTimeout,
 		Username:       rc.ZooKeeper.Username,
 		Password:       rc.ZooKeeper.Password,

@@ -57,7 +57,6 @@ func TestRegistryOptionsValidate(t *testing.T) {
 	}{
 		{"zero", registry.Options{}, ""},
 		{"credentials", registry.Options{Username: "u", Password: "p"}, ""},
-		{"Timeout", registry.Options{Timeout: -time.Second}, "registry: Timeout -1s is negative (want 0 for the registry's default, or more)"},
 		{"SessionTimeout", registry.Options{SessionTimeout: -time.Second}, "registry: SessionTimeout -1s is negative (want 0 for the registry's default, or more)"},
 		{"Username", registry.Options{Username: "u"}, "registry: Username and Password go together"},
 		{"Password", registry.Options{Password: "p"}, "registry: Username and Password go together"},

@@ -20,10 +20,6 @@ import (
 type Options struct {
 	// Application names the process (in registered URLs, cache files).
 	Application string
-	// Timeout bounds how long each registration (Register, Unregister)
-	// waits for the registry before it goes on in the background (0: the
-	// registry's default; ZooKeeper's Options.RegisterWait).
-	Timeout time.Duration
 	// SessionTimeout is the session timeout of registries with sessions
 	// (0: the registry's default).
 	SessionTimeout time.Duration
@@ -45,8 +41,6 @@ type Options struct {
 // timeout, or a Username without a Password (or the other way round).
 func (o Options) Validate() error {
 	switch {
-	case o.Timeout < 0:
-		return fmt.Errorf("registry: Timeout %v is negative (want 0 for the registry's default, or more)", o.Timeout)
 	case o.SessionTimeout < 0:
 		return fmt.Errorf("registry: SessionTimeout %v is negative (want 0 for the registry's default, or more)", o.SessionTimeout)
 	case (o.Username == "") != (o.Password == ""):

@@ -1,15 +1,8 @@
 package zookeeper_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
@@ -127,30 +120,5 @@ func TestOpenRoot(t *testing.T) {
 			t.Errorf("Open(%q, root %q): node %s, want it under %s", tc.addr, tc.root, got, tc.path)
 		}
 		r.Close()
-	}
-}
-
-// registry.Options.Timeout is how long Register waits for a session
-// before it goes on in the background: with a long one, a Register while
-// ZooKeeper is unreachable is ended by its context, not by the default
-// wait (min(SessionTimeout, 3s), here 100 ms), which would log that the
-// registration goes on in the background.
-func TestOpenTimeoutIsRegisterWait(t *testing.T) {
-	core, logs := observer.New(zap.WarnLevel)
-	u := protocol.NewURL("dubbo", "127.0.0.1", 20880, "demo.Greeter", nil)
-	for _, tc := range []struct {
-		timeout time.Duration
-		warned  bool
-	}{{time.Hour, false}, {time.Millisecond, true}} {
-		logs.TakeAll()
-		r, err := zookeeper.Open("zookeeper://127.0.0.1:1", registry.Options{
-			CacheFile: "-", SessionTimeout: 100 * time.Millisecond, Timeout: tc.timeout, Logger: zap.New(core)})
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		require.NoError(t, r.Register(ctx, u))
-		cancel()
-		require.NoError(t, r.Close())
-		warned := logs.FilterMessageSnippet("registration continues in the background").Len() > 0
-		assert.Equal(t, tc.warned, warned, "Timeout %v", tc.timeout)
 	}
 }

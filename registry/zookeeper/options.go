@@ -340,8 +340,7 @@ func ParseAddress(address string) (Address, error) {
 }
 
 // Open is the registry.Factory of the zookeeper and zk schemes: New with
-// the application's generic settings (o.Timeout is RegisterWait; cache
-// file "-" means none) and o.Params (names in Params; they win over the
+// the application's generic settings (cache file "-" means none) and o.Params (names in Params; they win over the
 // address's, except root, which must agree with the address's root
 // parameter when both are given; another name is an error). Every
 // address form ParseAddress accepts works, its parameters included.
@@ -349,7 +348,6 @@ func Open(address string, o registry.Options) (registry.Registry, error) {
 	zo := Options{
 		Application:    o.Application,
 		SessionTimeout: o.SessionTimeout,
-		RegisterWait:   o.Timeout,
 		Username:       o.Username,
 		Password:       o.Password,
 		Logger:         o.Logger,
