@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/serialize"
 )
 
@@ -74,14 +75,12 @@ func (o ReporterOptions) Validate() error {
 		return errors.New("monitor: ReporterOptions.Send is nil (required)")
 	case o.Interval != 0 && o.Interval < MinInterval:
 		return fmt.Errorf("monitor: report interval %v is below the minimum %v (want 0 for the default %v, or at least %v)", o.Interval, MinInterval, DefaultInterval, MinInterval)
-	case o.SendTimeout < 0:
-		return fmt.Errorf("monitor: SendTimeout %v is negative (want 0 for the default %v, or more)", o.SendTimeout, DefaultSendTimeout)
-	case o.BufferReports < 0:
-		return fmt.Errorf("monitor: BufferReports %d is negative (want 0 for the default %d, or more)", o.BufferReports, DefaultBufferReports)
-	case o.BufferBytes < 0:
-		return fmt.Errorf("monitor: BufferBytes %d is negative (want 0 for the default %d, or more)", o.BufferBytes, DefaultBufferBytes)
 	}
-	return nil
+	return optcheck.NonNegative("monitor",
+		optcheck.Field{Name: "SendTimeout", Value: int64(o.SendTimeout), Default: DefaultSendTimeout},
+		optcheck.Field{Name: "BufferReports", Value: int64(o.BufferReports), Default: DefaultBufferReports},
+		optcheck.Field{Name: "BufferBytes", Value: int64(o.BufferBytes), Default: DefaultBufferBytes},
+	)
 }
 
 // ReporterStats are a Reporter's counters.

@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -88,14 +88,12 @@ func (o DirectoryOptions) Validate() error {
 		return errors.New("registry: directory needs a consumer URL (DirectoryOptions.Consumer)")
 	case o.Protocol == nil:
 		return errors.New("registry: directory needs a protocol (DirectoryOptions.Protocol)")
-	case o.DrainTimeout < 0:
-		return fmt.Errorf("registry: DrainTimeout %v is negative (want 0 for the default %v, or more)", o.DrainTimeout, DefaultDrainTimeout)
-	case o.Linger < 0:
-		return fmt.Errorf("registry: Linger %v is negative (want 0 for the default %v, or more)", o.Linger, DefaultLinger)
-	case o.ProtectCheck < 0:
-		return fmt.Errorf("registry: ProtectCheck %v is negative (want 0 for the default %v, or more)", o.ProtectCheck, DefaultProtectCheck)
 	}
-	return nil
+	return optcheck.NonNegative("registry",
+		optcheck.Field{Name: "DrainTimeout", Value: int64(o.DrainTimeout), Default: DefaultDrainTimeout},
+		optcheck.Field{Name: "Linger", Value: int64(o.Linger), Default: DefaultLinger},
+		optcheck.Field{Name: "ProtectCheck", Value: int64(o.ProtectCheck), Default: DefaultProtectCheck},
+	)
 }
 
 // Directory is the registry directory: a Listener that turns provider

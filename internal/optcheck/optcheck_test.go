@@ -15,4 +15,8 @@ func TestNonNegative(t *testing.T) {
 		"p: D -1s is negative (want 0 for the default 2s, or more)")
 	require.EqualError(t, NonNegative("p", Field{"M", -1, nil}),
 		"p: M -1 is negative (want 0 for no limit, or more)")
+	require.EqualError(t, NonNegative("p", Field{"T", int64(-time.Second), Said("the registry's default")}),
+		"p: T -1s is negative (want 0 for the registry's default, or more)")
+	require.EqualError(t, NonNegative("p", Field{"N", -3, "one per core"}),
+		"p: N -3 is negative (want 0 for one per core, or more)")
 }

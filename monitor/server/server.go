@@ -11,12 +11,12 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/monitor/store"
 )
@@ -50,13 +50,10 @@ func DefaultOptions() Options {
 
 // Validate returns an error naming the first negative field.
 func (o Options) Validate() error {
-	switch {
-	case o.MaxSeries < 0:
-		return fmt.Errorf("monitor server: MaxSeries %d is negative (want 0 for the default %d, or more)", o.MaxSeries, DefaultMaxSeries)
-	case o.Refresh < 0:
-		return fmt.Errorf("monitor server: Refresh %v is negative (want 0 for the default %v, or more)", o.Refresh, DefaultRefresh)
-	}
-	return nil
+	return optcheck.NonNegative("monitor server",
+		optcheck.Field{Name: "MaxSeries", Value: int64(o.MaxSeries), Default: DefaultMaxSeries},
+		optcheck.Field{Name: "Refresh", Value: int64(o.Refresh), Default: DefaultRefresh},
+	)
 }
 
 // Server stores reports and serves them. It is safe for concurrent use.

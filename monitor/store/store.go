@@ -24,6 +24,7 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
 )
@@ -62,10 +63,8 @@ func DefaultOptions() Options { return Options{Retention: DefaultRetention} }
 
 // Validate returns an error naming the first negative field.
 func (o Options) Validate() error {
-	if o.Retention < 0 {
-		return fmt.Errorf("store: Retention %v is negative (want 0 for the default %v, or more)", o.Retention, DefaultRetention)
-	}
-	return nil
+	return optcheck.NonNegative("store",
+		optcheck.Field{Name: "Retention", Value: int64(o.Retention), Default: DefaultRetention})
 }
 
 // Store is the monitor's database. It is safe for concurrent use; writes

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap"
 
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/registry"
 )
 
@@ -141,27 +142,20 @@ func (o *Options) derive() {
 // count or duration, a Root of more than one path element, or a Username
 // without a Password (or the other way round).
 func (o *Options) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"SessionTimeout", o.SessionTimeout},
-		{"RetryMin", o.RetryMin},
-		{"RetryMax", o.RetryMax},
-		{"Resync", o.Resync},
-		{"WatchdogTimeout", o.WatchdogTimeout},
-		{"EmptyGrace", o.EmptyGrace},
-		{"RegisterWait", o.RegisterWait},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("zookeeper registry: %s %v is negative (want 0 for the default, or more)", f.name, f.v)
-		}
+	if err := optcheck.NonNegative("zookeeper registry",
+		optcheck.Field{Name: "SessionTimeout", Value: int64(o.SessionTimeout), Default: DefaultSessionTimeout},
+		optcheck.Field{Name: "RetryMin", Value: int64(o.RetryMin), Default: DefaultRetryMin},
+		optcheck.Field{Name: "RetryMax", Value: int64(o.RetryMax), Default: DefaultRetryMax},
+		optcheck.Field{Name: "Resync", Value: int64(o.Resync), Default: DefaultResync},
+		optcheck.Field{Name: "WatchdogTimeout", Value: int64(o.WatchdogTimeout), Default: optcheck.Said("the default, twice SessionTimeout and at least 10s")},
+		optcheck.Field{Name: "EmptyGrace", Value: int64(o.EmptyGrace), Default: optcheck.Said("the default, SessionTimeout")},
+		optcheck.Field{Name: "RegisterWait", Value: int64(o.RegisterWait), Default: optcheck.Said("the default, SessionTimeout and at most 3s")},
+		optcheck.Field{Name: "MaxChildren", Value: int64(o.MaxChildren), Default: DefaultMaxChildren},
+		optcheck.Field{Name: "MaxBufferSize", Value: int64(o.MaxBufferSize), Default: DefaultMaxBufferSize},
+	); err != nil {
+		return err
 	}
 	switch {
-	case o.MaxChildren < 0:
-		return fmt.Errorf("zookeeper registry: MaxChildren %d is negative (want 0 for the default %d, or more)", o.MaxChildren, DefaultMaxChildren)
-	case o.MaxBufferSize < 0:
-		return fmt.Errorf("zookeeper registry: MaxBufferSize %d is negative (want 0 for the default %d, or more)", o.MaxBufferSize, DefaultMaxBufferSize)
 	case o.MaxBufferSize > 0 && o.MaxBufferSize < MinMaxBufferSize:
 		return fmt.Errorf("zookeeper registry: MaxBufferSize %d is below %d, too small for ZooKeeper's own answers (want 0 for the default %d, or at least %d)",
 			o.MaxBufferSize, MinMaxBufferSize, DefaultMaxBufferSize, MinMaxBufferSize)
