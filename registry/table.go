@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/internal/named"
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 )
 
 // Options are the settings an application gives every registry it opens.
@@ -40,10 +41,12 @@ type Options struct {
 // Validate returns an error naming the first invalid field: a negative
 // timeout, or a Username without a Password (or the other way round).
 func (o Options) Validate() error {
-	switch {
-	case o.SessionTimeout < 0:
-		return fmt.Errorf("registry: SessionTimeout %v is negative (want 0 for the registry's default, or more)", o.SessionTimeout)
-	case (o.Username == "") != (o.Password == ""):
+	if err := optcheck.NonNegative("registry",
+		optcheck.Field{Name: "SessionTimeout", Value: int64(o.SessionTimeout), Default: optcheck.Said("the registry's default")},
+	); err != nil {
+		return err
+	}
+	if (o.Username == "") != (o.Password == "") {
 		return errors.New("registry: Username and Password go together")
 	}
 	return nil
