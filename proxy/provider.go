@@ -151,13 +151,21 @@ type prefixTrimmed struct{ err error }
 func (e prefixTrimmed) Error() string { return strings.TrimPrefix(e.err.Error(), "service: ") }
 func (e prefixTrimmed) Unwrap() error { return e.err }
 
+// frameworkKeys are the keys protocol.IsFrameworkKey reports.
+var frameworkKeys = [...]string{protocol.KeyToken, protocol.KeyRemoteApplication}
+
 // userAttachments returns atts without the framework's keys (token and
 // the like), copying only when there is one to remove, and nil when there
 // are only framework keys.
 func userAttachments(atts map[string]string) service.Attachments {
+	if len(atts) == 0 {
+		return nil
+	}
+	// Looked up, not ranged over: iterating a map costs more than a few
+	// lookups.
 	framework := 0
-	for k := range atts {
-		if protocol.IsFrameworkKey(k) {
+	for _, k := range frameworkKeys {
+		if _, ok := atts[k]; ok {
 			framework++
 		}
 	}

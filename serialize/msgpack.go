@@ -214,11 +214,12 @@ func (d *msgpackDecoder) DecodeBytes() ([]byte, error) {
 	if pos < 0 || n > len(d.data)-pos {
 		return nil, io.ErrUnexpectedEOF
 	}
-	b := make([]byte, n)
-	_, err = d.r.Read(b)
-	if n == 0 {
-		err = nil
+	// Cloned, not made and read into: the copy is not zeroed first.
+	b := bytes.Clone(d.data[pos : pos+n])
+	if b == nil {
+		b = []byte{}
 	}
+	_, err = d.r.Seek(int64(n), io.SeekCurrent)
 	return b, err
 }
 func (d *msgpackDecoder) DecodeInt() (int64, error) { return d.d.DecodeInt64() }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
@@ -131,9 +132,18 @@ func signature(method string, types []reflect.Type) string {
 	return b.String()
 }
 
+// argSlots is where decodeArgs puts the first arguments of a call, in the
+// call's one allocation: the argument list, and the string and []byte
+// values the list's interface values point at (see boxAt).
+type argSlots struct {
+	args  [2]any
+	strs  [2]string
+	bytes [2][]byte
+}
+
 // decodeArgs decodes r.argc arguments into types (plain values when types
-// is nil), in buf when it has room for them.
-func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, buf []any) ([]any, error) {
+// is nil), in slots when it has room for them (slots may be nil).
+func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
 			status.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
@@ -142,10 +152,11 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 		return nil, nil
 	}
 	var args []any
-	if int(r.argc) <= cap(buf) {
-		args = buf[:r.argc]
+	if slots != nil && int(r.argc) <= len(slots.args) {
+		args = slots.args[:r.argc]
 	} else {
 		args = make([]any, r.argc)
+		slots = nil
 	}
 	for i := range args {
 		if !typed || types[i].Kind() == reflect.Interface && types[i].NumMethod() == 0 {
@@ -162,7 +173,12 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			if err != nil {
 				return nil, argError(r, types, i, err)
 			}
-			args[i] = v
+			if slots != nil {
+				slots.strs[i] = v
+				args[i] = boxAt(&slots.strs[i], stringWord)
+			} else {
+				args[i] = v
+			}
 			continue
 		}
 		if bd, ok := dec.(serialize.BytesDecoder); ok && types[i] == bytesType {
@@ -170,7 +186,12 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			if err != nil {
 				return nil, argError(r, types, i, err)
 			}
-			args[i] = v
+			if slots != nil {
+				slots.bytes[i] = v
+				args[i] = boxAt(&slots.bytes[i], bytesWord)
+			} else {
+				args[i] = v
+			}
 			continue
 		}
 		p := reflect.New(types[i])
@@ -180,6 +201,32 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 		args[i] = p.Elem().Interface()
 	}
 	return args, nil
+}
+
+// eface is the layout of an interface value with no methods.
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+// typeWordOf returns the type word of interface values holding a T.
+func typeWordOf[T any]() unsafe.Pointer {
+	var v any = *new(T)
+	return (*eface)(unsafe.Pointer(&v)).typ
+}
+
+var (
+	stringWord = typeWordOf[string]()
+	bytesWord  = typeWordOf[[]byte]()
+)
+
+// boxAt returns an interface value holding *p (of the type whose type word
+// is t: p's element type) without copying it: its data word is p. This is
+// what any(*p) would be, but for the allocation of the copy; so *p must
+// never change afterwards. p escapes as if boxed itself.
+func boxAt[T any](p *T, t unsafe.Pointer) any {
+	v := any(p)
+	(*eface)(unsafe.Pointer(&v)).typ = t
+	return v
 }
 
 var (

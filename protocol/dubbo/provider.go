@@ -219,7 +219,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		typed = true
 	}
 	c := new(call)
-	args, err := decodeArgs(dec, &r, types, typed, c.args[:0])
+	args, err := decodeArgs(dec, &r, types, typed, &c.args)
 	if err != nil {
 		st.badBodies.Add(1)
 		return nil, err
@@ -259,11 +259,12 @@ func (s *server) serName(id byte) string {
 }
 
 // call is what every call needs, in one allocation: its context, its
-// invocation and room for its first arguments.
+// invocation and room for its first arguments. The interface values of
+// the arguments point into it (argSlots): a call is never reused.
 type call struct {
 	ctx  callCtx
 	inv  protocol.Invocation
-	args [2]any
+	args argSlots
 }
 
 var echoTypes = []reflect.Type{reflect.TypeFor[any]()}
