@@ -15,6 +15,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/internal/named"
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
 )
@@ -130,26 +131,13 @@ func (o Options) Validate() error {
 			return fmt.Errorf("cluster: MethodRetries[%q] %d is negative (want 0 for no retries, or more)", m, n)
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-		def  int
-	}{
-		{"Forks", o.Forks, DefaultForks},
-		{"FailbackRetries", o.FailbackRetries, DefaultFailbackRetries},
-		{"FailbackQueue", o.FailbackQueue, DefaultFailbackQueue},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("cluster: %s %d is negative (want 0 for the default %d, or more)", f.name, f.v, f.def)
-		}
-	}
-	switch {
-	case o.FailbackBackoff < 0:
-		return fmt.Errorf("cluster: FailbackBackoff %v is negative (want 0 for the default %v, or more)", o.FailbackBackoff, DefaultFailbackBackoff)
-	case o.FailbackTimeout < 0:
-		return fmt.Errorf("cluster: FailbackTimeout %v is negative (want 0 for the default %v, or more)", o.FailbackTimeout, protocol.DefaultTimeout)
-	}
-	return nil
+	return optcheck.NonNegative("cluster",
+		optcheck.Field{Name: "Forks", Value: int64(o.Forks), Default: DefaultForks},
+		optcheck.Field{Name: "FailbackRetries", Value: int64(o.FailbackRetries), Default: DefaultFailbackRetries},
+		optcheck.Field{Name: "FailbackQueue", Value: int64(o.FailbackQueue), Default: DefaultFailbackQueue},
+		optcheck.Field{Name: "FailbackBackoff", Value: int64(o.FailbackBackoff), Default: DefaultFailbackBackoff},
+		optcheck.Field{Name: "FailbackTimeout", Value: int64(o.FailbackTimeout), Default: protocol.DefaultTimeout},
+	)
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"crypto/tls"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -114,11 +113,9 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	if o.IdleTimeout < 0 {
-		return fmt.Errorf("exchange: IdleTimeout %v is negative (want 0 for the default, 3 heartbeats, or more)", o.IdleTimeout)
-	}
 	d := DefaultOptions()
 	if err := optcheck.NonNegative("exchange",
+		optcheck.Field{Name: "IdleTimeout", Value: int64(o.IdleTimeout), Default: optcheck.Said("the default, 3 heartbeats")},
 		optcheck.Field{Name: "MaxPayload", Value: int64(o.MaxPayload), Default: d.MaxPayload},
 		optcheck.Field{Name: "Heartbeat", Value: int64(o.Heartbeat), Default: d.Heartbeat},
 		optcheck.Field{Name: "MaxConcurrent", Value: int64(o.MaxConcurrent), Default: nil},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/minidubbo/minidubbo/internal/named"
+	"github.com/minidubbo/minidubbo/internal/optcheck"
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -138,16 +139,16 @@ func DefaultOptions() Options {
 
 // Validate returns an error naming the first negative field.
 func (o Options) Validate() error {
-	if o.VirtualNodes < 0 {
-		return fmt.Errorf("loadbalance: VirtualNodes %d is negative (want 0 for the default %d, or more)", o.VirtualNodes, DefaultVirtualNodes)
+	if err := optcheck.NonNegative("loadbalance",
+		optcheck.Field{Name: "VirtualNodes", Value: int64(o.VirtualNodes), Default: DefaultVirtualNodes},
+		optcheck.Field{Name: "ProbeAfter", Value: int64(o.ProbeAfter), Default: DefaultProbeAfter},
+	); err != nil {
+		return err
 	}
 	for _, i := range o.HashArguments {
 		if i < 0 {
 			return fmt.Errorf("loadbalance: HashArguments index %d is negative (want argument indexes from 0)", i)
 		}
-	}
-	if o.ProbeAfter < 0 {
-		return fmt.Errorf("loadbalance: ProbeAfter %v is negative (want 0 for the default %v, or more)", o.ProbeAfter, DefaultProbeAfter)
 	}
 	return nil
 }
