@@ -25,7 +25,6 @@ import (
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/monitor/prom"
 	"github.com/minidubbo/minidubbo/protocol"
-	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/memory"
@@ -145,23 +144,15 @@ func WithRouter(name string, f cluster.RouterFactory) Option {
 }
 
 // WithSerializer adds a serialization that services and protocols may
-// name in their serialization key, next to msgpack and json (and to those
-// of WithProtocolOptions' Serializers table). Its name and id must be new.
+// name in their serialization key, next to msgpack and json (or to those
+// of WithProtocolOptions' Serializers table). Every protocol gets it
+// (protocol.Settings). Its name and id must be new.
 func WithSerializer(s serialize.Serializer) Option {
 	return func(a *Application) error {
 		if s == nil {
 			return errors.New("config: WithSerializer: nil serializer")
 		}
 		a.serializers = append(a.serializers, s)
-		return nil
-	}
-}
-
-// WithProtocolOptions sets the options of the dubbo protocol (payload
-// limit, heartbeat, dispatch limit, TLS, ...).
-func WithProtocolOptions(o dubbo.Options) Option {
-	return func(a *Application) error {
-		a.protoOpts = o
 		return nil
 	}
 }
@@ -180,10 +171,11 @@ type Application struct {
 	metricsEnd chan struct{}
 	balancers  *loadbalance.Table
 	strategies *cluster.Table
-	protoOpts  dubbo.Options
-	tls        tlsConfigs // from the tls keys of Config, and goTLS
-	goTLS      tlsConfigs // from WithServerTLS and WithClientTLS
-	// serializers are added to the protocol's table at New.
+	protocols  *protocol.Table // by name; built-in dubbo (dubbo.go)
+	dubbo      dubboSettings   // from WithProtocolOptions
+	tls        tlsConfigs      // from the tls keys of Config, and goTLS
+	goTLS      tlsConfigs      // from WithServerTLS and WithClientTLS
+	// serializers are added to the protocols' table at New.
 	serializers []serialize.Serializer
 
 	filters filterSet                           // from WithFilters
@@ -194,7 +186,7 @@ type Application struct {
 	// registry: Export, Refer and the monitor link open their registries
 	// under it, then register, subscribe and wait without it.
 	mu         sync.Mutex
-	proto      *dubbo.Protocol
+	protos     *protocols
 	registries map[string]registry.Registry
 	regTable   *registry.Table
 	shared     map[string]bool // registries given by WithRegistry
@@ -242,17 +234,18 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		routers: named.New[cluster.RouterFactory]("config", "router", nil),
 		goTLS:   newTLSConfigs(),
 	}
+	a.protocols = protocol.NewTable(a.builtinProtocols())
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
 		}
 	}
-	po := a.protoOpts
-	if po.Serializers == nil {
-		po.Serializers = serialize.BuiltinLimits(serialize.Limits{AllowUnknownFields: a.cfg.Application.UnknownFields == "ignore"})
+	sers := a.givenSerializers()
+	if sers == nil {
+		sers = serialize.BuiltinLimits(serialize.Limits{AllowUnknownFields: a.cfg.Application.UnknownFields == "ignore"})
 	}
 	for _, s := range a.serializers {
-		if err := po.Serializers.Register(s); err != nil {
+		if err := sers.Register(s); err != nil {
 			return nil, fmt.Errorf("config: WithSerializer: %w", err)
 		}
 	}
@@ -260,7 +253,8 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		loadBalances:   a.balancers.Names(),
 		clusters:       a.strategies.Names(),
 		registries:     a.regTable.Names(),
-		serializations: po.Serializers.Names(),
+		protocols:      a.protocols.Names(),
+		serializations: sers.Names(),
 		filters:        a.named.Names(),
 		routers:        a.routers.Names(),
 	}); err != nil {
@@ -275,16 +269,17 @@ func New(c *Config, opts ...Option) (*Application, error) {
 	}
 	a.tls = tlsCfgs
 	a.monitor = monitor.New(monitor.WithIdentity(a.cfg.Application.Name, consumerHost), monitor.WithClassifier(classify))
-	if po.Logger == nil {
-		po.Logger = a.log.Named("dubbo")
+	settings := protocol.Settings{Serializers: sers, Logger: a.log}
+	p := newProtocols(a.protocols, settings)
+	for _, name := range a.cfg.protocolNames() {
+		if _, err := p.get(name); err != nil {
+			_ = p.Close()
+			return nil, fmt.Errorf("config: %w", err)
+		}
 	}
-	p, err := dubbo.New(&po)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	a.proto = p
+	a.protos = p
 	if mc := a.cfg.Monitor; mc.Reporting() {
-		a.monLink = &monitorLink{a: a, opts: po}
+		a.monLink = &monitorLink{a: a, protos: newProtocols(a.protocols, settings)}
 		a.reporter, err = monitor.NewReporter(a.monitor, monitor.ReporterOptions{
 			Send:          a.monLink.send,
 			Interval:      mc.Interval,
@@ -356,16 +351,15 @@ func (a *Application) reportHost() string {
 
 // monitorLink is the application's reference to the monitor service,
 // made on the first report and kept: through the registries like any
-// other reference, or to Config.Monitor.Address. It has its own protocol
+// other reference, or to Config.Monitor.Address. It has its own protocols
 // (connections), so the last report still goes out after the
 // application's own connections closed at shutdown, and its calls are not
 // counted.
 type monitorLink struct {
-	a    *Application
-	opts dubbo.Options
+	a      *Application
+	protos *protocols
 
 	mu     sync.Mutex
-	proto  *dubbo.Protocol
 	ref    *reference
 	client monitor.CollectorClient
 }
@@ -383,13 +377,6 @@ func (l *monitorLink) send(ctx context.Context, r *monitor.Report) error {
 
 // connect refers the monitor service (l.mu held).
 func (l *monitorLink) connect(ctx context.Context) error {
-	if l.proto == nil {
-		p, err := dubbo.New(&l.opts)
-		if err != nil {
-			return err
-		}
-		l.proto = p
-	}
 	mc := l.a.cfg.Monitor
 	retries := DefaultRetries
 	rc := ReferenceConfig{
@@ -406,7 +393,7 @@ func (l *monitorLink) connect(ctx context.Context) error {
 		return err
 	}
 	ref, err := l.a.buildRef(ctx, refSpec{
-		key: "monitor", id: "monitor", rc: rc, regs: regs, proto: l.proto,
+		key: "monitor", id: "monitor", rc: rc, regs: regs, proto: l.protos,
 		bind: func(inv protocol.Invoker) error { return proxy.Refer(&l.client, inv) },
 	})
 	if err != nil {
@@ -422,9 +409,7 @@ func (l *monitorLink) close() {
 	if l.ref != nil {
 		l.ref.close()
 	}
-	if l.proto != nil {
-		_ = l.proto.Close()
-	}
+	_ = l.protos.Close()
 }
 
 func cloneConfig(c Config) Config {
@@ -671,7 +656,7 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 // Abandoned returns how many calls to this application's services the
 // shutdown gave up on, because their methods had not returned by the
 // deadline.
-func (a *Application) Abandoned() uint64 { return a.proto.Abandoned() }
+func (a *Application) Abandoned() uint64 { return a.protos.Abandoned() }
 
 func (a *Application) shutdown(ctx context.Context, exports []*export, refs []*reference, step *atomic.Value) error {
 	var errs []error
@@ -703,14 +688,11 @@ func (a *Application) shutdown(ctx context.Context, exports []*export, refs []*r
 	}
 	wg.Wait()
 	step.Store("draining calls in progress")
-	before := a.proto.Abandoned()
-	if err := a.proto.Shutdown(ctx); err != nil {
+	before := a.protos.Abandoned()
+	if err := a.protos.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("config: protocol shutdown: %w", err))
 	}
-	if err := a.proto.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if n := a.proto.Abandoned() - before; n > 0 {
+	if n := a.protos.Abandoned() - before; n > 0 {
 		a.log.Warn("shutdown abandoned calls whose methods had not returned by the deadline", zap.Uint64("calls", n))
 	}
 	// Every call has ended: the last, partial, interval goes to the

@@ -18,7 +18,6 @@ import (
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
-	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/registry"
 	"github.com/minidubbo/minidubbo/registry/zookeeper"
 	"github.com/minidubbo/minidubbo/serialize"
@@ -179,7 +178,9 @@ func (z ZooKeeperConfig) isZero() bool { return z == ZooKeeperConfig{} }
 
 // ProtocolConfig is one protocol server.
 type ProtocolConfig struct {
-	// Name is the protocol; only "dubbo" is built in.
+	// Name is the protocol (default DefaultProtocol, dubbo, the one built
+	// in), or one added with WithProtocol. It is the scheme of the URLs
+	// the protocol's services are registered with.
 	Name string `yaml:"name"`
 	// Host to listen on and to advertise (default 127.0.0.1).
 	Host string `yaml:"host"`
@@ -360,7 +361,6 @@ const (
 	DefaultSessionTimeout  = zookeeper.DefaultSessionTimeout
 	DefaultRetries         = cluster.DefaultRetries
 	DefaultShutdownTimeout = 10 * time.Second
-	DefaultProtocol        = dubbo.Name
 	DefaultSerialization   = serialize.Msgpack
 	DefaultHost            = "127.0.0.1"
 )
@@ -419,7 +419,7 @@ func (c *Config) Validate() error {
 // known holds the names in an application's tables; a nil list accepts
 // any name.
 type known struct {
-	loadBalances, clusters, registries, serializations, filters, routers []string
+	loadBalances, clusters, registries, protocols, serializations, filters, routers []string
 }
 
 func (c *Config) validate(k known) error {
@@ -482,8 +482,8 @@ func (c *Config) validate(k known) error {
 		if p.Name == "" {
 			p.Name = DefaultProtocol
 		}
-		if p.Name != DefaultProtocol {
-			bad("%s.name %q: unknown protocol (known: dubbo)", key, p.Name)
+		if k.protocols != nil && !slices.Contains(k.protocols, p.Name) {
+			bad("%s.name %q: unknown protocol%s (known: %s)", key, p.Name, suggest(p.Name, k.protocols), strings.Join(k.protocols, ", "))
 		}
 		if p.Host == "" {
 			p.Host = DefaultHost

@@ -76,7 +76,7 @@ func TestValidateNamesKeyAndAllowedValues(t *testing.T) {
 		Services:   map[string]ServiceConfig{"s": {Protocol: "nope", Registries: []string{"zz"}, Weight: &neg}},
 		References: map[string]ReferenceConfig{"r": {Retries: &neg}},
 	}
-	err := c.validate(known{loadBalances: []string{"random", "roundrobin"}, clusters: []string{"failfast", "failover"}, registries: []string{"memory", "zk", "zookeeper"}, serializations: []string{"json", "msgpack"}})
+	err := c.validate(known{loadBalances: []string{"random", "roundrobin"}, clusters: []string{"failfast", "failover"}, registries: []string{"memory", "zk", "zookeeper"}, protocols: []string{"dubbo"}, serializations: []string{"json", "msgpack"}})
 	require.Error(t, err)
 	msg := err.Error()
 	for _, want := range []string{
@@ -101,7 +101,7 @@ func TestValidateNamesKeyAndAllowedValues(t *testing.T) {
 		References: map[string]ReferenceConfig{"r": {URL: "127.0.0.1:1", LoadBalance: "roundrobn", Cluster: "failfst"}},
 	}
 	err = c3.validate(known{loadBalances: []string{"random", "roundrobin"}, clusters: []string{"failfast", "failover"},
-		registries: []string{"memory", "zk", "zookeeper"}, serializations: []string{"json", "msgpack"}})
+		registries: []string{"memory", "zk", "zookeeper"}, protocols: []string{"dubbo"}, serializations: []string{"json", "msgpack"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `references.r.loadbalance: unknown "roundrobn"; did you mean "roundrobin"? (known: random, roundrobin)`)
 	assert.Contains(t, err.Error(), `references.r.cluster: unknown "failfst"; did you mean "failfast"? (known: failfast, failover)`)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
-	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
 )
@@ -73,7 +72,7 @@ func (a *Application) serve(id string, impl any) (*export, ServiceConfig, error)
 	if u.Port != 0 {
 		counting.SetAddr(u.Address())
 	}
-	exp, err := a.proto.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, a.providerFilters(sc, counting)...), url: u}, a.tls.server[sc.Protocol])
+	exp, err := a.protos.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, a.providerFilters(sc, counting)...), url: u}, a.tls.server[sc.Protocol])
 	if err != nil {
 		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}
@@ -148,7 +147,7 @@ func (a *Application) providerURL(sc ServiceConfig) (*protocol.URL, error) {
 		token = hex.EncodeToString(b[:])
 	}
 	setIf(params, protocol.KeyToken, token)
-	return protocol.NewURL(dubbo.Name, pc.Host, port, sc.Interface, params), nil
+	return protocol.NewURL(pc.Name, pc.Host, port, sc.Interface, params), nil
 }
 
 // newProvider wraps impl in a provider invoker for u and returns it with

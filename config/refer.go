@@ -17,7 +17,6 @@ import (
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
 	"github.com/minidubbo/minidubbo/protocol"
-	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/registry"
@@ -75,7 +74,7 @@ func (a *Application) refer(ctx context.Context, id string, bind func(protocol.I
 	}
 	ref, err := a.buildRef(ctx, refSpec{
 		key: "references." + id, id: id, rc: rc, regs: regs,
-		proto: a.proto, counted: true, bind: bind,
+		proto: a.protos, counted: true, bind: bind,
 	})
 	if err != nil {
 		return err
@@ -138,8 +137,8 @@ type refSpec struct {
 	id   string // names it in errors and logs
 	rc   ReferenceConfig
 	regs []registry.Registry // opened registries to subscribe to (none with rc.URL)
-	// proto refers the providers.
-	proto *dubbo.Protocol
+	// proto refers the providers (by the scheme of their URLs).
+	proto protocol.Protocol
 	// counted puts the monitor's counting filters in the chains.
 	counted bool
 	// bind gets the top invoker (it fills the stub).
@@ -261,7 +260,7 @@ func (a *Application) providerDirectory(ref *reference, s refSpec) (cluster.Dire
 	params[protocol.KeyRemoteApplication] = a.cfg.Application.Name
 	clientTLS := a.tls.forReference(s.key)
 	proto := consumerProtocol{Protocol: s.proto, params: params, key: s.key, log: a.log.Named("directory"),
-		tls: clientTLS, anyTLS: clientTLS != nil || a.protoOpts.ClientTLS != nil}
+		tls: clientTLS, anyTLS: clientTLS != nil || a.defaultClientTLS()}
 	wrap := func(inv protocol.Invoker) protocol.Invoker { return a.attemptChain(s, inv) }
 	if s.rc.URL != "" {
 		for _, addr := range strings.Split(s.rc.URL, ",") {
@@ -482,7 +481,7 @@ func (a *Application) referWait(ids []string) time.Duration {
 
 func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
 	if !strings.Contains(s, "://") {
-		s = "dubbo://" + s
+		s = DefaultProtocol + "://" + s
 	}
 	u, err := protocol.ParseURL(s)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/protocol"
-	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -316,11 +315,6 @@ func parseCerts(data []byte) ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// tlsReferrer is the dubbo protocol's ReferTLS.
-type tlsReferrer interface {
-	ReferTLS(u *protocol.URL, cfg *tls.Config) (protocol.Invoker, error)
-}
-
 // referTLS refers u over p with the reference's TLS configuration cfg
 // (nil: the protocol's own). A provider this reference cannot talk to
 // because of TLS (it requires TLS or a client certificate this reference
@@ -330,12 +324,12 @@ type tlsReferrer interface {
 // key, which is taken to speak TLS when the reference does, and whose
 // errors are returned at once.
 func referTLS(p protocol.Protocol, u *protocol.URL, cfg *tls.Config, anyTLS bool, key string, direct bool, log *zap.Logger) (protocol.Invoker, error) {
-	if direct && anyTLS && u.Param(dubbo.KeyTLS, "") == "" {
-		u = u.With(dubbo.KeyTLS, "true")
+	if direct && anyTLS && u.Param(keyTLS, "") == "" {
+		u = u.With(keyTLS, "true")
 	}
 	var refused error
 	inv, err := func() (protocol.Invoker, error) {
-		if anyTLS && u.Param(dubbo.KeyTLS, "") != "true" {
+		if anyTLS && u.Param(keyTLS, "") != "true" {
 			return nil, ErrPlaintextProvider
 		}
 		if tr, ok := p.(tlsReferrer); ok && cfg != nil {
@@ -347,12 +341,8 @@ func referTLS(p protocol.Protocol, u *protocol.URL, cfg *tls.Config, anyTLS bool
 	case errors.Is(err, ErrPlaintextProvider):
 		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference speaks only TLS (%s.tls, consumer.tls or WithClientTLS); it is not called in plain TCP",
 			key, u.Address(), err, key)
-	case errors.Is(err, dubbo.ErrTLSRequired):
-		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference has no TLS configuration: set %s.tls or consumer.tls (ca_file; cert_file and key_file when the provider wants client certificates), or WithClientTLS in Go",
-			key, u.Address(), dubbo.ErrTLSRequired, key)
-	case errors.Is(err, dubbo.ErrClientCertRequired):
-		refused = fmt.Errorf("config: %s: provider %s: %w, and this reference's TLS configuration has none: set cert_file and key_file in %s.tls or consumer.tls (Certificates with WithClientTLS in Go)",
-			key, u.Address(), dubbo.ErrClientCertRequired, key)
+	case tlsRefusal(err, key, u.Address()) != nil:
+		refused = tlsRefusal(err, key, u.Address())
 	default:
 		return inv, err
 	}
