@@ -239,9 +239,12 @@ func TestAttachmentsStayWithTheCall(t *testing.T) {
 			"who":   {Interface: "test.Who", Token: "true"},
 			"relay": {Interface: "test.Relay", Token: "true"},
 		},
+		// The relay's call to who must fit in the time left of the call
+		// to the relay: two calls within the default 1 s failed now and
+		// then on a machine busy with other tests.
 		References: map[string]config.ReferenceConfig{
-			"who":   {Interface: "test.Who", Check: true},
-			"relay": {Interface: "test.Relay", Check: true},
+			"who":   {Interface: "test.Who", Check: true, Timeout: 30 * time.Second},
+			"relay": {Interface: "test.Relay", Check: true, Timeout: 30 * time.Second},
 		},
 	}
 	app, err := config.New(c, config.WithLogger(logger(t)))
