@@ -103,7 +103,12 @@ func sameListener(a, b registry.Listener) (same bool) {
 }
 
 // awaitFirstSession waits at most Options.RegisterWait for the registry's
-// first session, or until s stops.
+// first session, or until s stops, or until every server has refused a
+// connection (ZooKeeper is down: no session is coming soon). Waiting out
+// RegisterWait then made a consumer started while ZooKeeper was down
+// fail its first calls: config's Refer waits as long as RegisterWait for
+// a first list, and on a loaded machine it gave up before the cached
+// list came.
 func (r *Registry) awaitFirstSession(s *sub) {
 	t := time.NewTimer(r.opts.RegisterWait)
 	defer t.Stop()
@@ -112,6 +117,15 @@ func (r *Registry) awaitFirstSession(s *sub) {
 	case <-t.C:
 	case <-s.done:
 	}
+}
+
+// allRefused reports whether every server in turn has refused a
+// connection since the last one was taken: ZooKeeper is down. (The kick
+// the event callback sends then may have come before a subscription.)
+func (r *Registry) allRefused() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refusedRun > len(r.servers)
 }
 
 // watchProviders keeps s's listener up to date with the providers node.
@@ -125,7 +139,7 @@ func (r *Registry) watchProviders(s *sub) {
 		last, delivered = urls, true
 		s.l.Notify(urls)
 	}
-	if _, _, _, up := r.ready(); !up && r.sessions.Load() == 0 {
+	if _, _, _, up := r.ready(); !up && r.sessions.Load() == 0 && !r.allRefused() {
 		// A registry that was just created is still connecting: a session
 		// usually comes within milliseconds, and its list beats a cached
 		// one that may name providers long gone.

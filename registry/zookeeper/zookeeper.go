@@ -346,6 +346,14 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		if r.refusedRun > len(r.servers) {
 			r.answeredAt, r.servingAt = time.Time{}, time.Time{}
 		}
+		if r.refusedRun == len(r.servers)+1 && r.sessions.Load() == 0 {
+			// No server takes a connection before the first session:
+			// subscriptions waiting for it serve their cached lists now
+			// (see awaitFirstSession).
+			for s := range r.subs {
+				poke(s.kick)
+			}
+		}
 		r.loseSessionLocked(now)
 	case zk.StateExpired:
 		r.log.Warn("zookeeper session expired; a new one re-creates this process's nodes and re-lists providers",

@@ -714,7 +714,14 @@ func TestSubscribeWhileDownUsesDiskCache(t *testing.T) {
 	}
 
 	zkc.Servers[0].Kill()
-	second := newRegistry(t, zkc.Address(), opts(t, cacheDir))
+	// A new registry waits up to RegisterWait for its first session before
+	// it serves a cached list, unless every server refuses connections:
+	// with ZooKeeper down the list comes at once, not after this long wait
+	// (config's Refer gave up on a list first under load when both waits
+	// were 5 s).
+	so := opts(t, cacheDir)
+	so.RegisterWait = 10 * time.Minute
+	second := newRegistry(t, zkc.Address(), so)
 	rec2 := newRecorder()
 	start := time.Now()
 	if err := second.Subscribe(consumer(svc), rec2); err != nil {
