@@ -266,5 +266,7 @@ monitor:
 	require.Equal(t, td.MaxConns, ed.MaxConns)
 	require.Equal(t, td.MaxConns, dd.MaxConnections)
 	require.Equal(t, td.FrameTimeout, dd.FrameTimeout)
+	require.Equal(t, td.MaxQueue, ed.MaxQueue)
+	require.Equal(t, td.MaxQueue, dd.MaxQueue)
 	require.Equal(t, serialize.DefaultMapLimits(), dd.Attachments)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
@@ -203,4 +204,71 @@ func TestSlowPeerReachesTheCaller(t *testing.T) {
 	require.ErrorIs(t, err, transport.ErrSlowFrame)
 	require.True(t, protocol.Retryable(err), "sent, no answer: the cluster may retry it")
 	require.False(t, errors.Is(err, status.ErrTimeout), "not a timeout: %v", err)
+}
+
+// TestStalledPeerReachesTheCaller: a provider that accepts a connection and
+// never reads it. The consumer's requests fill the kernel's buffers, then
+// its write queue (MaxQueue); calls wait rather than fail while it is
+// full, but the next heartbeat finds the queue still full and closes the
+// connection as a slow peer: every waiting caller reads
+// transport.ErrSlowPeer in its error, with ErrConnLost when its request was
+// written (it may have run) or ErrClosed when it was still queued (it did
+// not), never a bare "connection lost" nor its own 30 s timeout.
+func TestStalledPeerReachesTheCaller(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		conn, err := l.Accept()
+		if err == nil {
+			accepted <- conn
+		}
+		close(accepted)
+	}()
+	defer func() {
+		_ = l.Close()
+		if conn, ok := <-accepted; ok {
+			_ = conn.Close()
+		}
+	}()
+	u := protocol.NewURL("dubbo", "127.0.0.1", l.Addr().(*net.TCPAddr).Port, blobInterface,
+		map[string]string{protocol.KeyMethods: "Make,Echo"})
+	require.NoError(t, reg.Register(ctx, u))
+
+	var c blobClient
+	referBlob(ctx, t, reg, dubbo.Options{MaxQueue: 64 << 10, Heartbeat: 2 * time.Second}, config.ReferenceConfig{Cluster: "failfast"}, &c)
+	// 400 calls of 64 KiB: 25 MiB, more than loopback's buffers hold.
+	const callers = 400
+	arg := strings.Repeat("z", 64<<10)
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			_, err := c.Echo(ctx, arg)
+			errs <- err
+		}()
+	}
+	var lost, notSent, late int
+	for range callers {
+		err := <-errs
+		require.False(t, errors.Is(err, status.ErrTimeout), "not a timeout: %v", err)
+		if errors.Is(err, cluster.ErrNoProvider) {
+			late++ // started after the connection was gone (a slow machine)
+			continue
+		}
+		require.ErrorIs(t, err, transport.ErrSlowPeer, "every caller on the connection reads why it went")
+		switch {
+		case errors.Is(err, status.ErrConnLost):
+			lost++ // written, perhaps read: may have run
+		case errors.Is(err, status.ErrClosed):
+			notSent++ // still queued: never reached the provider
+		default:
+			t.Fatalf("neither lost nor closed: %v", err)
+		}
+	}
+	require.Equal(t, callers, lost+notSent+late)
+	require.Positive(t, lost, "the requests in the kernel's buffers were sent")
+	t.Logf("%d callers lost their written request, %d were not sent, %d came late", lost, notSent, late)
 }

@@ -87,6 +87,13 @@ type Options struct {
 	// FrameTimeout bounds the time from a frame's first byte to its last
 	// (default transport.DefaultFrameTimeout, slow-loris).
 	FrameTimeout time.Duration
+	// MaxQueue bounds the bytes queued on a connection and not yet written
+	// (default transport.DefaultMaxQueue, 64 MiB). A Client's calls wait
+	// while it is full; a heartbeat or response that finds it full closes
+	// the connection with transport.ErrSlowPeer, which the calls find
+	// wrapped with status.ErrConnLost (written) or status.ErrClosed (not
+	// written).
+	MaxQueue int
 	// Logger (default zap.NewNop()).
 	Logger *zap.Logger
 }
@@ -103,6 +110,7 @@ func DefaultOptions() Options {
 		WorkerIdle:   DefaultWorkerIdle,
 		MaxConns:     transport.DefaultMaxConns,
 		FrameTimeout: transport.DefaultFrameTimeout,
+		MaxQueue:     transport.DefaultMaxQueue,
 	}
 }
 
@@ -158,6 +166,9 @@ func (o *Options) withDefaults() Options {
 	if c.FrameTimeout <= 0 {
 		c.FrameTimeout = d.FrameTimeout
 	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = d.MaxQueue
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -166,5 +177,5 @@ func (o *Options) withDefaults() Options {
 
 func (o *Options) transport() *transport.Options {
 	return &transport.Options{MaxPayload: o.MaxPayload, TLS: o.TLS, Logger: o.Logger,
-		MaxConns: o.MaxConns, FrameTimeout: o.FrameTimeout}
+		MaxConns: o.MaxConns, FrameTimeout: o.FrameTimeout, MaxQueue: o.MaxQueue}
 }

@@ -193,6 +193,7 @@ func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
 		Heartbeat:    c.p.opts.Heartbeat,
 		TLS:          c.tls,
 		FrameTimeout: c.p.opts.FrameTimeout,
+		MaxQueue:     c.p.opts.MaxQueue,
 		Logger:       c.p.opts.Logger.Named("dubbo.client"),
 	})
 }

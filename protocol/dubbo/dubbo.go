@@ -130,6 +130,13 @@ type Options struct {
 	// on every connection (default transport.DefaultFrameTimeout, 5 s): a
 	// peer that starts a frame and stalls is cut off (slow-loris).
 	FrameTimeout time.Duration
+	// MaxQueue bounds the bytes queued on one connection and not yet
+	// written, on both sides (default transport.DefaultMaxQueue, 64 MiB):
+	// a peer that stops reading has its connection closed with
+	// transport.ErrSlowPeer, and the calls on it fail with
+	// status.ErrConnLost (written) or status.ErrClosed (not written)
+	// wrapping it (exchange.Options.MaxQueue).
+	MaxQueue int
 	// Attachments bounds the attachments of a request (on the provider)
 	// and of a response (on the consumer): count, key and value length,
 	// total bytes. Zero fields take DefaultMaxAttachments,
@@ -171,6 +178,7 @@ func DefaultOptions() Options {
 		Serializers:        serialize.Builtin(),
 		MaxConnections:     transport.DefaultMaxConns,
 		FrameTimeout:       transport.DefaultFrameTimeout,
+		MaxQueue:           transport.DefaultMaxQueue,
 		Attachments:        serialize.DefaultMapLimits(),
 		MaxTimeout:         DefaultMaxTimeout,
 		MaxProviderTimeout: DefaultMaxProviderTimeout,
@@ -197,6 +205,7 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "MaxReconnect", Value: int64(o.MaxReconnect), Default: DefaultMaxReconnect},
 		optcheck.Field{Name: "MaxConnections", Value: int64(o.MaxConnections), Default: transport.DefaultMaxConns},
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: transport.DefaultFrameTimeout},
+		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: transport.DefaultMaxQueue},
 		optcheck.Field{Name: "Attachments.MaxEntries", Value: int64(o.Attachments.MaxEntries), Default: DefaultMaxAttachments},
 		optcheck.Field{Name: "Attachments.MaxKey", Value: int64(o.Attachments.MaxKey), Default: DefaultMaxAttachmentKey},
 		optcheck.Field{Name: "Attachments.MaxValue", Value: int64(o.Attachments.MaxValue), Default: DefaultMaxAttachmentValue},
@@ -239,6 +248,7 @@ func (o *Options) withDefaults() (Options, error) {
 	c.MaxReconnect = max(c.MaxReconnect, c.Reconnect)
 	setInt(&c.MaxConnections, d.MaxConnections)
 	setDur(&c.FrameTimeout, d.FrameTimeout)
+	setInt(&c.MaxQueue, d.MaxQueue)
 	setInt(&c.Attachments.MaxEntries, d.Attachments.MaxEntries)
 	setInt(&c.Attachments.MaxKey, d.Attachments.MaxKey)
 	setInt(&c.Attachments.MaxValue, d.Attachments.MaxValue)

@@ -89,6 +89,7 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 		TLS:           cfg,
 		MaxConns:      p.opts.MaxConnections,
 		FrameTimeout:  p.opts.FrameTimeout,
+		MaxQueue:      p.opts.MaxQueue,
 		Logger:        p.opts.Logger.Named("dubbo.server"),
 	})
 	if err != nil {
