@@ -126,7 +126,8 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (*proto
 	if in := userAttachments(inv.Attachments); len(in) > 0 {
 		ctx = service.NewIncomingContext(ctx, in)
 	}
-	v, called, err := m.CallDirect(ctx, p.rcvr, inv.Args)
+	r := new(result)
+	v, called, err := m.CallDirect(ctx, p.rcvr, inv.Args, &r.reply)
 	if !called {
 		args, aerr := m.Args(inv.Args)
 		if aerr != nil {
@@ -137,7 +138,14 @@ func (p *Provider) Invoke(ctx context.Context, inv *protocol.Invocation) (*proto
 	if err != nil {
 		return nil, err
 	}
-	return &protocol.Result{Value: v}, nil
+	r.res.Value = v
+	return &r.res, nil
+}
+
+// result is a call's Result and its reply, in one allocation.
+type result struct {
+	res   protocol.Result
+	reply service.Reply
 }
 
 // trimPrefix drops the "service: " prefix of a service error so the proxy

@@ -10,7 +10,50 @@ import (
 // called through a func value of the same machine signature, with the
 // receiver's pointer. It returns called false, having called nothing,
 // when args are not exactly of the parameter types.
-type direct func(rcvr unsafe.Pointer, ctx context.Context, args []any) (reply any, called bool, err error)
+type direct func(rcvr unsafe.Pointer, ctx context.Context, args []any, into *Reply) (reply any, called bool, err error)
+
+// Reply is room for the reply of one direct call (Method.CallDirect): a
+// string or []byte reply is kept in it, and the reply's interface value
+// points there instead of at a copy of its own, so that a caller that
+// allocates a Reply together with other things saves an allocation. A
+// Reply holds one call's reply; it must not be used for another call
+// while that reply is in use.
+type Reply struct {
+	s string
+	b []byte
+}
+
+var (
+	stringWord = typeWord(reflect.TypeFor[string]())
+	bytesWord  = typeWord(reflect.TypeFor[[]byte]())
+)
+
+// boxAt returns an interface value holding *p, of the type whose type
+// word is t (p's element type), without copying it: its data word is p.
+// This is what any(*p) would be, but for the allocation of the copy; so
+// *p must never change afterwards. p escapes as if boxed itself.
+func boxAt[T any](p *T, t unsafe.Pointer) any {
+	v := any(p)
+	(*eface)(unsafe.Pointer(&v)).typ = t
+	return v
+}
+
+// boxString and boxBytes box a reply, in into when there is one.
+func boxString(v string, into *Reply) any {
+	if into == nil {
+		return v
+	}
+	into.s = v
+	return boxAt(&into.s, stringWord)
+}
+
+func boxBytes(v []byte, into *Reply) any {
+	if into == nil {
+		return v
+	}
+	into.b = v
+	return boxAt(&into.b, bytesWord)
+}
 
 // eface is the layout of an empty interface value.
 type eface struct {
@@ -122,7 +165,7 @@ func withoutArg(f unsafe.Pointer, reply int, replyT unsafe.Pointer) direct {
 	switch reply {
 	case shapeNone:
 		m := funcOf[func(unsafe.Pointer, context.Context) error](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 0 {
 				return nil, false, nil
 			}
@@ -130,25 +173,25 @@ func withoutArg(f unsafe.Pointer, reply int, replyT unsafe.Pointer) direct {
 		}
 	case shapeString:
 		m := funcOf[func(unsafe.Pointer, context.Context) (string, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 0 {
 				return nil, false, nil
 			}
 			v, err := m(r, ctx)
-			return v, true, err
+			return boxString(v, into), true, err
 		}
 	case shapeBytes:
 		m := funcOf[func(unsafe.Pointer, context.Context) ([]byte, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 0 {
 				return nil, false, nil
 			}
 			v, err := m(r, ctx)
-			return v, true, err
+			return boxBytes(v, into), true, err
 		}
 	case shapeWord:
 		m := funcOf[func(unsafe.Pointer, context.Context) (unsafe.Pointer, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 0 {
 				return nil, false, nil
 			}
@@ -163,7 +206,7 @@ func withArg[A string | []byte | unsafe.Pointer](f unsafe.Pointer, reply int, re
 	switch reply {
 	case shapeNone:
 		m := funcOf[func(unsafe.Pointer, context.Context, A) error](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 1 {
 				return nil, false, nil
 			}
@@ -175,7 +218,7 @@ func withArg[A string | []byte | unsafe.Pointer](f unsafe.Pointer, reply int, re
 		}
 	case shapeString:
 		m := funcOf[func(unsafe.Pointer, context.Context, A) (string, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 1 {
 				return nil, false, nil
 			}
@@ -184,11 +227,11 @@ func withArg[A string | []byte | unsafe.Pointer](f unsafe.Pointer, reply int, re
 				return nil, false, nil
 			}
 			v, err := m(r, ctx, a)
-			return v, true, err
+			return boxString(v, into), true, err
 		}
 	case shapeBytes:
 		m := funcOf[func(unsafe.Pointer, context.Context, A) ([]byte, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 1 {
 				return nil, false, nil
 			}
@@ -197,11 +240,11 @@ func withArg[A string | []byte | unsafe.Pointer](f unsafe.Pointer, reply int, re
 				return nil, false, nil
 			}
 			v, err := m(r, ctx, a)
-			return v, true, err
+			return boxBytes(v, into), true, err
 		}
 	case shapeWord:
 		m := funcOf[func(unsafe.Pointer, context.Context, A) (unsafe.Pointer, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any) (any, bool, error) {
+		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
 			if len(args) != 1 {
 				return nil, false, nil
 			}

@@ -123,13 +123,13 @@ func callReflect(m *service.Method, rcvr reflect.Value, args []any) (o outcome) 
 	return o
 }
 
-func callDirect(m *service.Method, rcvr reflect.Value, args []any) (o outcome, called bool) {
+func callDirect(m *service.Method, rcvr reflect.Value, args []any, into *service.Reply) (o outcome, called bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			o.panics, called = r, true
 		}
 	}()
-	o.reply, called, o.err = m.CallDirect(context.WithValue(context.Background(), ctxKey{}, "ctx:"), rcvr, args)
+	o.reply, called, o.err = m.CallDirect(context.WithValue(context.Background(), ctxKey{}, "ctx:"), rcvr, args, into)
 	return o, called
 }
 
@@ -168,21 +168,26 @@ func TestCallDirectMatchesCall(t *testing.T) {
 			for _, args := range argSets {
 				t.Run(fmt.Sprintf("%s/%s/%v", rc.name, mname, args), func(t *testing.T) {
 					want := callReflect(m, rc.rcvr, args)
-					got, called := callDirect(m, rc.rcvr, args)
 					exact := len(args) == len(m.ArgTypes)
 					for i, a := range args {
 						exact = exact && reflect.TypeOf(a) == m.ArgTypes[i]
 					}
-					assert.Equal(t, direct[mname] && exact, called, "called")
-					if !called {
-						assert.Equal(t, outcome{}, got)
-						return
-					}
-					assert.Equal(t, want.panics, got.panics, "panic")
-					assert.Equal(t, want.err, got.err, "error")
-					assert.Equal(t, want.reply, got.reply, "reply")
-					if want.reply != nil {
-						assert.Equal(t, reflect.TypeOf(want.reply), reflect.TypeOf(got.reply))
+					for _, into := range []*service.Reply{nil, new(service.Reply)} {
+						got, called := callDirect(m, rc.rcvr, args, into)
+						assert.Equal(t, direct[mname] && exact, called, "called")
+						if !called {
+							assert.Equal(t, outcome{}, got)
+							continue
+						}
+						assert.Equal(t, want.panics, got.panics, "panic")
+						assert.Equal(t, want.err, got.err, "error")
+						assert.Equal(t, want.reply, got.reply, "reply")
+						if want.reply != nil {
+							assert.Equal(t, reflect.TypeOf(want.reply), reflect.TypeOf(got.reply))
+						}
+						if s, ok := want.reply.(string); ok {
+							assert.True(t, got.reply == any(s), "interface equality")
+						}
 					}
 				})
 			}
@@ -196,11 +201,11 @@ func TestCallDirectReceivers(t *testing.T) {
 	m, _ := tbl.Method("Hello")
 	// A value receiver that is not addressable, or of another type, or
 	// none: not called.
-	_, called, _ := m.CallDirect(t.Context(), reflect.ValueOf(shapes{prefix: "x"}), []any{"a"})
+	_, called, _ := m.CallDirect(t.Context(), reflect.ValueOf(shapes{prefix: "x"}), []any{"a"}, nil)
 	assert.False(t, called)
-	_, called, _ = m.CallDirect(t.Context(), reflect.ValueOf(&shapes{prefix: "x"}), []any{"a"})
+	_, called, _ = m.CallDirect(t.Context(), reflect.ValueOf(&shapes{prefix: "x"}), []any{"a"}, nil)
 	assert.False(t, called, "*shapes is not the table's type")
-	_, called, _ = m.CallDirect(t.Context(), reflect.Value{}, []any{"a"})
+	_, called, _ = m.CallDirect(t.Context(), reflect.Value{}, []any{"a"}, nil)
 	assert.False(t, called)
 
 	// The receiver's fields reach the method; a pointer receiver sees
@@ -209,37 +214,42 @@ func TestCallDirectReceivers(t *testing.T) {
 	ptbl, err := service.TableFor(p)
 	require.NoError(t, err)
 	pm, _ := ptbl.Method("Pointer")
-	v, called, err := pm.CallDirect(t.Context(), reflect.ValueOf(p), []any{"a"})
+	v, called, err := pm.CallDirect(t.Context(), reflect.ValueOf(p), []any{"a"}, nil)
 	require.NoError(t, err)
 	require.True(t, called)
 	assert.Equal(t, "one-a", v)
 	p.prefix = "two-"
-	v, _, _ = pm.CallDirect(t.Context(), reflect.ValueOf(p), []any{"a"})
+	v, _, _ = pm.CallDirect(t.Context(), reflect.ValueOf(p), []any{"a"}, nil)
 	assert.Equal(t, "two-a", v)
 }
 
 // TestCallDirectAllocs: a direct call allocates nothing of its own; a
-// string or []byte reply is boxed once, a pointer or map reply not at all.
+// string or []byte reply is boxed once, or kept in a Reply, a pointer or
+// map reply not boxed at all.
 func TestCallDirectAllocs(t *testing.T) {
 	p := &shapes{prefix: "p"}
 	tbl, err := service.TableFor(p)
 	require.NoError(t, err)
 	rcvr := reflect.ValueOf(p)
 	ctx := t.Context()
+	var into service.Reply
 	for _, tc := range []struct {
 		method string
 		args   []any
+		into   *service.Reply
 		allocs float64
 	}{
-		{"Echo", []any{[]byte("x")}, 1},
-		{"Note", []any{"x"}, 0},
-		{"Next", []any{&item{N: 1}}, 1}, // the method's own &item
-		{"Put", []any{&item{N: 1}}, 0},
-		{"Ping", nil, 0},
+		{"Echo", []any{[]byte("x")}, nil, 1},
+		{"Echo", []any{[]byte("x")}, &into, 0},
+		{"FromBytes", []any{[]byte("x")}, &into, 1}, // the method's own string
+		{"Note", []any{"x"}, nil, 0},
+		{"Next", []any{&item{N: 1}}, nil, 1}, // the method's own &item
+		{"Put", []any{&item{N: 1}}, nil, 0},
+		{"Ping", nil, nil, 0},
 	} {
 		m, _ := tbl.Method(tc.method)
 		got := testing.AllocsPerRun(100, func() {
-			if _, called, err := m.CallDirect(ctx, rcvr, tc.args); !called || err != nil {
+			if _, called, err := m.CallDirect(ctx, rcvr, tc.args, tc.into); !called || err != nil {
 				t.Fatal(tc.method, called, err)
 			}
 		})
@@ -263,7 +273,7 @@ func TestCallDirectConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				arg := fmt.Sprint(g, "-", i)
-				v, called, err := m.CallDirect(context.Background(), rcvr, []any{arg})
+				v, called, err := m.CallDirect(context.Background(), rcvr, []any{arg}, nil)
 				if !called || err != nil || v != "c-"+arg {
 					errs <- fmt.Errorf("call %s: %v %v %v", arg, v, called, err)
 					return

@@ -90,20 +90,23 @@ func (m *Method) Call(ctx context.Context, rcvr reflect.Value, args Args) (any, 
 // caller goes through Args and Call, which convert or reject the
 // arguments. Like Call, it does not recover panics of the method.
 //
+// A string or []byte reply is kept in into when it is not nil (see
+// Reply).
+//
 // A receiver that is not a pointer must be addressable (an element of
 // reflect.New), and is then called through its address by the method
 // Go generates for the pointer type, which copies it as Call would.
-func (m *Method) CallDirect(ctx context.Context, rcvr reflect.Value, args []any) (reply any, called bool, err error) {
+func (m *Method) CallDirect(ctx context.Context, rcvr reflect.Value, args []any, into *Reply) (reply any, called bool, err error) {
 	if m.direct == nil || !rcvr.IsValid() || rcvr.Type() != m.recv {
 		return nil, false, nil
 	}
 	if rcvr.Kind() == reflect.Pointer {
-		return m.direct(rcvr.UnsafePointer(), ctx, args)
+		return m.direct(rcvr.UnsafePointer(), ctx, args, into)
 	}
 	if !rcvr.CanAddr() {
 		return nil, false, nil
 	}
-	return m.direct(rcvr.Addr().UnsafePointer(), ctx, args)
+	return m.direct(rcvr.Addr().UnsafePointer(), ctx, args, into)
 }
 
 // Args are the checked arguments of one call of a Method, from
