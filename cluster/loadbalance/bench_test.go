@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/minidubbo/minidubbo/protocol"
 )
 
 // BenchmarkPick measures one Pick per algorithm for 3, 100 and 1000
@@ -104,5 +106,35 @@ func BenchmarkPickChurn(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkRoundRobinSharedLists alternates picks of one method between
+// two lists that share providers (every provider, and every other one), as
+// routes of one method can: round robin's state is shared between them.
+func BenchmarkRoundRobinSharedLists(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			weights := make([]int, n)
+			for i := range weights {
+				weights[i] = 50 + 50*(i%3)
+			}
+			all := providers(weights...)
+			var half []protocol.Invoker
+			for i := 0; i < n; i += 2 {
+				half = append(half, all[i])
+			}
+			lb := NewRoundRobin(Options{})
+			ps := []Picker{lb.Build(all), lb.Build(half)}
+			inv := call("get", "user-42")
+			b.ReportAllocs()
+			k := 0
+			for b.Loop() {
+				if _, err := ps[k&1].Pick(inv, nil); err != nil {
+					b.Fatal(err)
+				}
+				k++
+			}
+		})
 	}
 }

@@ -75,7 +75,7 @@ func NewRoundRobin(o Options) *RoundRobinBalancer {
 // Build implements LoadBalance.
 func (b *RoundRobinBalancer) Build(invokers []protocol.Invoker) Picker {
 	p := &rrPicker{b: b, s: buildSnapshot(invokers, nil)}
-	p.views.newT = func() *rrView { return &rrView{} }
+	p.views.newT = func() *rrView { return &rrView{stolen: -1} }
 	return p
 }
 
@@ -98,6 +98,12 @@ type rrView struct {
 	total   int64 // sum of the weights
 	tree    rrTree
 	warm    warmHeap
+
+	// Lists of one method that share providers and take turns faster
+	// than building a tree pays off are scanned for a while instead.
+	picks    int // picks since the tree was built
+	stolen   int // picks the tree lasted before another view took it; -1: not taken
+	scanLeft int // picks left to scan before building a tree again
 }
 
 // Pick implements Picker.
@@ -154,21 +160,22 @@ const scanMax = 8
 const maxPasses = 8
 
 func (st *rrState) pick(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, error) {
-	if v.scan {
-		v.release()
-		if len(s.positive) > 0 {
-			for range maxPasses {
-				i, _ := st.scan(s, v.entries, nowMs, nil)
-				if !excluded(ex, i) {
-					return i, nil
-				}
-			}
+	if !v.owned && v.stolen >= 0 {
+		// Another list took this one's providers: when it did so soon
+		// after the tree was built, scan as many picks as the list is long.
+		if v.stolen < len(v.entries)/8 {
+			v.scanLeft = len(v.entries)
 		}
-		return st.scan(s, v.entries, nowMs, ex)
+		v.stolen = -1
+	}
+	if v.scan || v.scanLeft > 0 {
+		v.scanLeft = max(v.scanLeft-1, 0)
+		return st.scanPasses(s, v, nowMs, ex)
 	}
 	if !v.owned || v.tree.k >= rrRebase || (v.warm.len() > 0 && nowMs < v.warmMs) {
 		v.acquire(s, nowMs)
 	}
+	v.picks++
 	if v.total == 0 { // every weight is 0: plain rotation
 		v.lastMs = nowMs
 		return st.rotate(v.entries, ex)
@@ -185,6 +192,21 @@ func (st *rrState) pick(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, e
 		}
 	}
 	v.release()
+	return st.scan(s, v.entries, nowMs, ex)
+}
+
+// scanPasses is pick by the scan: the excluded providers' turns charged
+// and the round repeated, up to maxPasses, as the tree does.
+func (st *rrState) scanPasses(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, error) {
+	v.release()
+	if len(s.positive) > 0 {
+		for range maxPasses {
+			i, _ := st.scan(s, v.entries, nowMs, nil)
+			if !excluded(ex, i) {
+				return i, nil
+			}
+		}
+	}
 	return st.scan(s, v.entries, nowMs, ex)
 }
 
@@ -237,8 +259,11 @@ func (st *rrState) scan(s *snapshot, entries []*rrEntry, nowMs int64, ex Exclude
 // view's tree, v's own included.
 func (v *rrView) release() {
 	for _, e := range v.entries {
-		if e.owner != nil {
-			e.owner.flush()
+		if o := e.owner; o != nil {
+			if o != v {
+				o.stolen = o.picks
+			}
+			o.flush()
 		}
 	}
 }
@@ -277,7 +302,7 @@ func (v *rrView) acquire(s *snapshot, nowMs int64) {
 		}
 	}
 	t.build()
-	v.owned, v.warmMs = true, nowMs
+	v.owned, v.warmMs, v.picks = true, nowMs, 0
 }
 
 // rewarm applies the warm-up weight changes due by nowMs.
