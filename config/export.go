@@ -68,7 +68,7 @@ func (a *Application) serve(id string, impl any) (*export, ServiceConfig, error)
 	if err != nil {
 		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}
-	counting := a.monitor.ProviderFilter()
+	counting := a.monitor.ProviderRecorder()
 	if u.Port != 0 {
 		counting.SetAddr(u.Address())
 	}
@@ -165,8 +165,8 @@ func (a *Application) newProvider(u *protocol.URL, impl any) (protocol.Invoker, 
 // order: counting, the executes bound, WithFilters' provider filters,
 // then the service's named filters. The token is not a filter here: the
 // dubbo protocol checks it from the URL before any argument is decoded.
-func (a *Application) providerFilters(sc ServiceConfig, counting *monitor.ProviderFilter) []protocol.Filter {
-	filters := []protocol.Filter{counting}
+func (a *Application) providerFilters(sc ServiceConfig, counting *monitor.ProviderRecorder) []protocol.Filter {
+	filters := []protocol.Filter{filter.NewCount(counting)}
 	if sc.Executes > 0 {
 		filters = append(filters, filter.NewExecutes(sc.Executes))
 	}

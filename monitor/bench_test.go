@@ -13,6 +13,7 @@ import (
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
 )
 
@@ -40,10 +41,10 @@ func echoPair(b *testing.B, m *monitor.Monitor) *echoStub {
 		b.Fatal(err)
 	}
 	var served protocol.Invoker = prov
-	var pf *monitor.ProviderFilter
+	var pf *monitor.ProviderRecorder
 	if m != nil {
-		pf = m.ProviderFilter()
-		served = protocol.Chain(prov, pf)
+		pf = m.ProviderRecorder()
+		served = protocol.Chain(prov, filter.NewCount(pf))
 	}
 	exp, err := p.Export(served)
 	if err != nil {
@@ -196,11 +197,11 @@ func BenchmarkCountingOverheadInterleaved(b *testing.B) {
 // does nothing. Compare with the CPU time of a whole call.
 func BenchmarkCountingStack(b *testing.B) {
 	m := monitor.New(monitor.WithIdentity("bench", "127.0.0.1"))
-	pf := m.ProviderFilter()
+	pf := m.ProviderRecorder()
 	pf.SetAddr("127.0.0.1:20880")
 	res := &protocol.Result{RequestBytes: 600, ResponseBytes: 600}
 	var nop protocol.Invoker = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return res, nil }}
-	provider := protocol.Chain(nop, pf)
+	provider := protocol.Chain(nop, filter.NewCount(pf))
 	consumer := protocol.Chain(protocol.Chain(nop, m.AttemptFilter("127.0.0.1:20880")), m.CallFilter())
 	cinv := &protocol.Invocation{Service: "bench.Echo", Method: "Echo"}
 	pinv := &protocol.Invocation{Service: "bench.Echo", Method: "Echo", RequestBytes: 600,

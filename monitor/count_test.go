@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
@@ -54,8 +55,9 @@ func TestPeersAndKinds(t *testing.T) {
 	}))
 	call := m.CallFilter()
 	a1, a2 := m.AttemptFilter("10.0.0.2:20880"), m.AttemptFilter("10.0.0.3:20880")
-	prov := m.ProviderFilter()
-	prov.SetAddr("10.0.0.1:20880")
+	rec := m.ProviderRecorder()
+	rec.SetAddr("10.0.0.1:20880")
+	prov := filter.NewCount(rec)
 	inv := &protocol.Invocation{Service: "s", Method: "m"}
 	withBytes := protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) {
 		return &protocol.Result{RequestBytes: 10, ResponseBytes: 100}, nil
@@ -198,8 +200,9 @@ func TestNoAllocsPerCallAllFilters(t *testing.T) {
 	var next, fail protocol.Invoker
 	next = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return res, nil }}
 	fail = protocol.InvokerFunc{F: func(context.Context, *protocol.Invocation) (*protocol.Result, error) { return nil, status.ErrTimeout }}
-	prov := m.ProviderFilter()
-	prov.SetAddr("127.0.0.1:20880")
+	rec := m.ProviderRecorder()
+	rec.SetAddr("127.0.0.1:20880")
+	prov := filter.NewCount(rec)
 	inv := &protocol.Invocation{Service: "demo.Greeter", Method: "SayHello",
 		RemoteAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}, RequestBytes: 3,
 		Attachments: map[string]string{protocol.KeyRemoteApplication: "web"}}

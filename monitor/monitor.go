@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
@@ -210,9 +211,10 @@ func WithClassifier(c Classifier) Option {
 	}
 }
 
-// Monitor counts calls per side, service, method and peer. Its filters
-// (CallFilter and AttemptFilter on the consumer side, ProviderFilter on
-// the provider side) may be put in any number of chains. A counted call
+// Monitor counts calls per side, service, method and peer, told by the
+// counting filters of protocol/filter (CallFilter and AttemptFilter on the
+// consumer side, a filter.Count with a ProviderRecorder on the provider
+// side), which may be put in any number of chains. A counted call
 // costs a few atomic operations and a lookup in an immutable map, takes no
 // lock, and allocates nothing once its key has been seen (but for a chunk
 // of the latency histogram the first time a call's time falls in a new
@@ -247,62 +249,70 @@ func (m *Monitor) Application() (name, host string) { return m.app, m.host }
 
 // Filter returns a filter that counts every call passing through it as a
 // call on side: on the consumer side the call-level counts (CallFilter),
-// on the provider side ProviderFilter with no address of its own.
+// on the provider side those of ProviderRecorder with no address of its
+// own.
 func (m *Monitor) Filter(side Side) protocol.Filter {
 	if side == Provider {
-		return m.ProviderFilter()
+		return filter.NewCount(m.ProviderRecorder())
 	}
 	return m.CallFilter()
 }
 
-// CallFilter returns the consumer-side filter that counts the calls the
-// application makes, once per call: it goes above the cluster, so a call
-// that reaches no provider (no provider, routing, cancelled before
-// sending) is counted as a failed call. Its rows have Provider "".
+// CallFilter returns the consumer-side counting filter (a filter.Count)
+// that counts the calls the application makes, once per call: it goes
+// above the cluster, so a call that reaches no provider (no provider,
+// routing, cancelled before sending) is counted as a failed call. Its rows
+// have Provider "".
 func (m *Monitor) CallFilter() protocol.Filter {
-	return &filter{m: m, side: Consumer}
+	return filter.NewCount(&recorder{m: m, side: Consumer})
 }
 
-// AttemptFilter returns the consumer-side filter for the invoker of the
-// provider at address provider (host:port): it goes below the cluster and
-// counts every attempt sent to that provider.
+// AttemptFilter returns the consumer-side counting filter (a
+// filter.Count) for the invoker of the provider at address provider
+// (host:port): it goes below the cluster and counts every attempt sent to
+// that provider.
 func (m *Monitor) AttemptFilter(provider string) protocol.Filter {
-	return &filter{m: m, side: Consumer, provider: provider}
+	return filter.NewCount(&recorder{m: m, side: Consumer, provider: provider})
 }
 
-// ProviderFilter returns the provider-side filter of an exported service.
-// It counts calls per calling consumer (the remote.application attachment
-// and the address the protocol gives) and, as a
-// protocol.ResponseObserver, the bytes of the responses. SetAddr tells it
-// the provider's own address once it is known.
-func (m *Monitor) ProviderFilter() *ProviderFilter {
-	return &ProviderFilter{filter{m: m, side: Provider}}
+// ProviderRecorder returns the provider-side recorder of an exported
+// service, for a filter.Count in front of it: it counts calls per calling
+// consumer (the remote.application attachment and the address the
+// protocol gives) and, as a protocol.ResponseObserver, the bytes of the
+// responses. SetAddr tells it the provider's own address once it is known.
+func (m *Monitor) ProviderRecorder() *ProviderRecorder {
+	return &ProviderRecorder{recorder{m: m, side: Provider}}
 }
 
-// ProviderFilter is the provider-side counting filter; see
-// Monitor.ProviderFilter.
-type ProviderFilter struct{ f filter }
+// ProviderRecorder is the provider side's filter.Recorder; see
+// Monitor.ProviderRecorder.
+type ProviderRecorder struct{ r recorder }
 
 var (
-	_ protocol.Filter           = (*ProviderFilter)(nil)
-	_ protocol.ResponseObserver = (*ProviderFilter)(nil)
+	_ filter.Recorder           = (*ProviderRecorder)(nil)
+	_ protocol.ResponseObserver = (*ProviderRecorder)(nil)
 )
 
 // SetAddr sets the provider's address (host:port) its rows carry.
-func (p *ProviderFilter) SetAddr(addr string) { p.f.addr.Store(&addr) }
+func (p *ProviderRecorder) SetAddr(addr string) { p.r.addr.Store(&addr) }
 
-// Invoke counts the call around next.
-func (p *ProviderFilter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
-	return p.f.Invoke(ctx, inv, next)
+// Begin implements filter.Recorder.
+func (p *ProviderRecorder) Begin(inv *protocol.Invocation) filter.Mark { return p.r.Begin(inv) }
+
+// End implements filter.Recorder.
+func (p *ProviderRecorder) End(inv *protocol.Invocation, mk filter.Mark, res *protocol.Result, err error) {
+	p.r.End(inv, mk, res, err)
 }
 
 // ResponseSent counts the bytes of the response to inv.
-func (p *ProviderFilter) ResponseSent(inv *protocol.Invocation, bytes int) {
-	k := p.f.key(inv)
-	p.f.lookup(&k).bytesOut.Add(int64(bytes))
+func (p *ProviderRecorder) ResponseSent(inv *protocol.Invocation, bytes int) {
+	k := p.r.key(inv)
+	p.r.lookup(&k).bytesOut.Add(int64(bytes))
 }
 
-type filter struct {
+// recorder counts the calls of one filter.Count: one side, and on the
+// consumer side one provider or the call level.
+type recorder struct {
 	m        *Monitor
 	side     Side
 	provider string                 // consumer side; "" at call level
@@ -332,7 +342,7 @@ func slot(k *key) int {
 }
 
 // lookup returns the counters of k through the cache.
-func (f *filter) lookup(k *key) *counters {
+func (f *recorder) lookup(k *key) *counters {
 	s := &f.cache[slot(k)]
 	if c := s.Load(); c != nil && c.k == *k {
 		return c
@@ -342,9 +352,9 @@ func (f *filter) lookup(k *key) *counters {
 	return c
 }
 
-var _ protocol.Filter = (*filter)(nil)
+var _ filter.Recorder = (*recorder)(nil)
 
-func (f *filter) key(inv *protocol.Invocation) key {
+func (f *recorder) key(inv *protocol.Invocation) key {
 	k := key{side: f.side, service: inv.Service, version: inv.Version, group: inv.Group, method: inv.Method, provider: f.provider}
 	if f.side == Provider {
 		if a := f.addr.Load(); a != nil {
@@ -364,9 +374,8 @@ func ipOf(a net.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-// Invoke counts the call around next. A call that panics is counted as a
-// failure and the panic goes on.
-func (f *filter) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+// Begin counts the start of a call.
+func (f *recorder) Begin(inv *protocol.Invocation) filter.Mark {
 	k := f.key(inv)
 	c := f.lookup(&k)
 	c.calls.Add(1)
@@ -374,26 +383,29 @@ func (f *filter) Invoke(ctx context.Context, inv *protocol.Invocation, next prot
 	if f.side == Provider {
 		c.bytesIn.Add(int64(inv.RequestBytes))
 	}
-	start := f.m.now()
-	ended := false
-	defer func() {
-		if !ended {
-			c.end(time.Duration(f.m.now()-start), kindIndex(KindOther), false)
-		}
-	}()
-	res, err := next.Invoke(ctx, inv)
-	ended = true
-	d := time.Duration(f.m.now() - start)
-	if err != nil {
+	return filter.Mark{Ref: c, Start: f.m.now()}
+}
+
+// End counts the end of a call: a failure of the kind of err (a panic is
+// KindOther), or a success with its bytes.
+func (f *recorder) End(_ *protocol.Invocation, mk filter.Mark, res *protocol.Result, err error) {
+	c, _ := mk.Ref.(*counters)
+	if c == nil {
+		return
+	}
+	d := time.Duration(f.m.now() - mk.Start)
+	switch {
+	case errors.Is(err, filter.ErrPanicked):
+		c.end(d, kindIndex(KindOther), false)
+	case err != nil:
 		c.end(d, kindIndex(f.m.classify(f.side, err)), false)
-		return res, err
+	default:
+		if f.side == Consumer && res != nil {
+			c.bytesOut.Add(int64(res.RequestBytes))
+			c.bytesIn.Add(int64(res.ResponseBytes))
+		}
+		c.end(d, 0, true)
 	}
-	if f.side == Consumer && res != nil {
-		c.bytesOut.Add(int64(res.RequestBytes))
-		c.bytesIn.Add(int64(res.ResponseBytes))
-	}
-	c.end(d, 0, true)
-	return res, err
 }
 
 func (c *counters) end(d time.Duration, kind int, ok bool) {

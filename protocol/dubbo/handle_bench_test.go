@@ -10,6 +10,7 @@ import (
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/monitor"
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/filter"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/serialize"
 )
@@ -48,8 +49,9 @@ func benchmarkProviderHandle(b *testing.B, impl, arg any) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	counting := monitor.New().ProviderFilter()
-	counting.SetAddr("127.0.0.1:20880")
+	rec := monitor.New().ProviderRecorder()
+	rec.SetAddr("127.0.0.1:20880")
+	counting := filter.NewCount(rec)
 	inv := protocol.Chain(prov, counting)
 	s := &server{p: p, names: newInterner()}
 	e := &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv), serID: serialize.MsgpackID,

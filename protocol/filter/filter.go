@@ -1,9 +1,11 @@
 // Package filter holds the framework's built-in filters, each a small
 // protocol.Filter type that config places in the chains it builds:
 //
-//	provider:  counting (monitor) → Executes → user filters → service
-//	consumer:  call filters → cluster → attempt filters (counting, TokenAttach, user) → provider
+//	provider:  Count → Executes → user filters → service
+//	consumer:  call filters (Count, user) → cluster → attempt filters (Count, TokenAttach, user) → provider
 //
+// Count tells a Recorder when each call starts and ends; config gives it
+// the monitor's (package monitor counts, this package filters).
 // Call filters run once per call, above the cluster (retries included);
 // attempt filters run once per provider attempt, below it. Users add their
 // own with config.WithFilters or by name from YAML (config.WithFilter).
