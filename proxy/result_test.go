@@ -15,7 +15,9 @@ import (
 type echoer struct{}
 
 func (echoer) Str(_ context.Context, s string) (string, error) { return "re:" + s, nil }
-func (echoer) Raw(_ context.Context, b []byte) ([]byte, error) { return append([]byte("re:"), b...), nil }
+func (echoer) Raw(_ context.Context, b []byte) ([]byte, error) {
+	return append([]byte("re:"), b...), nil
+}
 
 // Each call's Result holds its own reply (kept with the Result in one
 // allocation): results kept from many calls stay as they were, through
