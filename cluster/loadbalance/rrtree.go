@@ -3,8 +3,9 @@ package loadbalance
 import "math"
 
 // rrRebase is the number of rounds after which a round-robin view
-// rebuilds its tree, so that base + weight×rounds stays far from overflow.
-const rrRebase = 1 << 24
+// rebuilds its tree, so that base + weight×rounds stays far from overflow
+// (a variable for the tests).
+var rrRebase int64 = 1 << 24
 
 // never is a time that never comes.
 const never = math.MaxInt64

@@ -93,6 +93,11 @@ func TestRoundRobinTreeMatchesScan(t *testing.T) {
 	for seed := range uint64(40) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
+			if seed%5 == 4 { // rebuild the trees every few rounds
+				old := rrRebase
+				rrRebase = int64(3 + seed)
+				t.Cleanup(func() { rrRebase = old })
+			}
 			c := newClock()
 			lb := NewRoundRobin(Options{Now: c.now})
 			withEx := seed%2 == 1
