@@ -28,6 +28,7 @@
 // abandoned and counted (Server.Abandoned), so Shutdown always returns.
 //
 // Non-OK responses come back as a *status.Error, which errors.Is matches
-// against package status's sentinels (status.ErrTimeout, ...). The Status
-// and Err names of this package are the same values, kept for older code.
+// against package status's sentinels (status.ErrTimeout, ...); the header's
+// Status is a status.Code. This package declares no status or error names
+// of its own besides ErrServerClosed.
 package exchange
