@@ -442,6 +442,12 @@ func (c *Config) validate(k known) error {
 			bad("%s.address is empty (want zookeeper://host:port[,host:port...] or memory://name)", key)
 		case k.registries != nil && !slices.Contains(k.registries, scheme):
 			bad("%s.address %q: unknown scheme %q%s (known: %s)", key, r.Address, scheme, suggest(scheme, k.registries), strings.Join(k.registries, ", "))
+		case slices.Contains(zookeeperSchemes, scheme):
+			// Read as registry/zookeeper reads it, so a bad one fails here
+			// rather than at the first Export or Refer.
+			if _, err := zookeeper.ParseAddress(r.Address); err != nil {
+				bad("%s.address: %w", key, err)
+			}
 		}
 		if r.Timeout < 0 {
 			bad("%s.timeout %v: must not be negative", key, r.Timeout)
@@ -469,7 +475,7 @@ func (c *Config) validate(k known) error {
 			bad("%s.zookeeper.root %q: must be one path element, such as dubbo", key, z.Root)
 		} else if z.Root != "" && slices.Contains(zookeeperSchemes, registry.Scheme(r.Address)) {
 			if err := zookeeper.RootAgrees(r.Address, z.Root); err != nil {
-				bad("%s.zookeeper.root: %v", key, err)
+				bad("%s.zookeeper.root: %w", key, err)
 			}
 		}
 		c.Registries[id] = r
