@@ -287,3 +287,39 @@ func TestCallDirectConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// generic is a generic service type: its methods are instantiated wrappers.
+type generic[T any] struct{ prefix T }
+
+func (g *generic[T]) Hello(_ context.Context, a string) (string, error) {
+	return fmt.Sprint(g.prefix) + a, nil
+}
+
+// greeterFace is embedded as an interface: its methods are promoted.
+type greeterFace interface {
+	Hello(context.Context, string) (string, error)
+}
+
+type embedding struct{ greeterFace }
+
+// Methods of generic types and methods promoted from an embedded interface
+// are called directly, with the same results as through reflection.
+func TestCallDirectGenericAndPromoted(t *testing.T) {
+	for _, impl := range []any{&generic[int]{prefix: 7}, &generic[string]{prefix: "s-"}, &embedding{&generic[int]{prefix: 3}},
+		embedding{shapes{prefix: "e-"}}} {
+		rcvr := reflect.ValueOf(impl)
+		if rcvr.Kind() != reflect.Pointer {
+			c := reflect.New(rcvr.Type()).Elem()
+			c.Set(rcvr)
+			rcvr = c
+		}
+		tbl, err := service.TableOf(rcvr.Type())
+		require.NoError(t, err)
+		m, ok := tbl.Method("Hello")
+		require.True(t, ok)
+		want := callReflect(m, rcvr, []any{"x"})
+		got, called := callDirect(m, rcvr, []any{"x"}, new(service.Reply))
+		require.True(t, called, "%T", impl)
+		require.Equal(t, want, got, "%T", impl)
+	}
+}
