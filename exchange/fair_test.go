@@ -361,3 +361,55 @@ func TestClosedConnectionsQueueDropped(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Held() == 0 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, int64(1), ran.Load(), "only the blocking request ran")
 }
+
+// The goroutine that reads a request runs it and an idle worker reads on
+// (leader/follower): with one worker, many connections and concurrent
+// callers on each, every call is answered and no more than one handler
+// ever runs at once.
+func TestInlineRunsKeepTheWorkerBound(t *testing.T) {
+	ctx := testCtx(t)
+	var running, most atomic.Int32
+	h := exchange.HandlerFunc(func(ctx context.Context, req *exchange.Request) (*transport.Buffer, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		f := exchange.NewFrame()
+		f.B = append(f.B, req.Body...)
+		return f, nil
+	})
+	s, addr := serve(t, h, &exchange.Options{Workers: 1})
+	const conns, callers, calls = 4, 4, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, conns*callers)
+	for range conns {
+		c := dial(t, addr, nil)
+		for g := range callers {
+			wg.Go(func() {
+				for i := range calls {
+					want := fmt.Sprintf("%d/%d", g, i)
+					got, err := call(ctx, c, want)
+					if err == nil && got != want {
+						err = fmt.Errorf("got %q, want %q", got, want)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Equal(t, int32(1), most.Load(), "handlers at once")
+	require.LessOrEqual(t, s.Workers(), 1)
+	require.Zero(t, s.Held())
+}

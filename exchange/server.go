@@ -136,15 +136,22 @@ type connState struct {
 	// keeps its place in line for its next pause).
 	inWaiting bool
 	queuedP   chan struct{} // (1) pending was queued for the paused reader
+
+	// pooled: the goroutine reading the connection is one of the
+	// server's (it called Resume), not the connection's own reader.
+	// Only the goroutine reading touches it.
+	pooled bool
 }
 
-// job is a request read and waiting for a worker.
+// job is a request read and waiting for a worker, or (resume) a detached
+// connection for an idle worker to read on.
 type job struct {
-	ctx  context.Context
-	conn *transport.Conn
-	hdr  Header
-	f    *transport.Buffer
-	recv time.Time // when it was read
+	ctx    context.Context
+	conn   *transport.Conn
+	hdr    Header
+	f      *transport.Buffer
+	recv   time.Time // when it was read
+	resume bool
 }
 
 // NewServer returns a Server that answers requests with h; opts may be
@@ -283,13 +290,36 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 	defer close(s.closed)
 	close(s.stop)
 	s.cancel()
+	// Workers stop now, but readers still run until their connections
+	// close: what they hand to workers, take here meanwhile. A detached
+	// connection must be read on for its goroutines to end.
+	queued := 0
+	stopDrain := make(chan struct{})
+	var drain sync.WaitGroup
+	drain.Go(func() {
+		for {
+			select {
+			case j := <-s.direct:
+				if j.resume {
+					go j.conn.Resume()
+					continue
+				}
+				j.f.Release()
+				s.done()
+				queued++
+			case <-stopDrain:
+				return
+			}
+		}
+	})
 	if graceful {
 		s.ts.Close()
 	} else {
 		s.ts.CloseNow()
 	}
+	close(stopDrain)
+	drain.Wait()
 	// No reader runs now: drop what is still queued.
-	queued := 0
 	s.mu.Lock()
 	for {
 		j, ok := s.next()
@@ -304,6 +334,9 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 	for drained := false; !drained; {
 		select {
 		case j := <-s.direct:
+			if j.resume {
+				continue // cannot be: its connection is closed
+			}
 			j.f.Release()
 			s.done()
 			queued++
@@ -461,12 +494,41 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		s.wait(cs, conn, j)
 		return
 	}
+	if s.idle > 0 && s.queued == 0 {
+		// Leader/follower: an idle worker takes over reading the
+		// connection and this goroutine runs the request, with no
+		// hand-off between reading it and answering it.
+		s.idle--
+		s.mu.Unlock()
+		s.inline(cs, j)
+		return
+	}
 	s.enqueue(cs, j)
 	spawn := s.queued > 0 // no worker was idle
 	s.mu.Unlock()
 	if spawn {
 		s.spawn()
 	}
+}
+
+// inline runs j on the goroutine that read it, which holds the reading
+// role of j's connection: it hands the role to the idle worker reserved
+// for it (s.idle was taken), runs j in that worker's place, and then works
+// on as a worker, in the loop of work if it came from there (Resume), here
+// otherwise (it is the connection's own reader, whose loop then ends).
+func (s *Server) inline(cs *connState, j job) {
+	pooled := cs.pooled
+	cs.pooled = true // the worker that reads on
+	j.conn.Detach()
+	s.direct <- job{conn: j.conn, resume: true} // never blocks, as in enqueue
+	if pooled {
+		s.run(j) // work counts it out of held when Resume returns
+		return
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	s.run(j)
+	s.workLoop(true)
 }
 
 // enqueue queues j on its connection, or hands it to an idle worker when
@@ -590,10 +652,13 @@ func (s *Server) spawn() {
 
 // work runs requests until the server stops or it has been idle for
 // WorkerIdle.
-func (s *Server) work() {
+func (s *Server) work() { s.workLoop(false) }
+
+// workLoop is work for a worker whose last request (when finished) is
+// still counted in held.
+func (s *Server) workLoop(finished bool) {
 	idle := time.NewTimer(s.opts.WorkerIdle)
 	defer idle.Stop()
-	finished := false // a request ended: count it out of held
 	for {
 		select {
 		case <-s.stop:
@@ -632,9 +697,37 @@ func (s *Server) work() {
 				return
 			}
 		}
+		if j.resume {
+			// This worker reads the connection now, until it runs a
+			// request (inline: then it is a worker again) or the
+			// connection ends.
+			if j.conn.Resume() {
+				finished = true // it ran one request, in inline
+			} else if !s.rejoin() {
+				return
+			}
+			idle.Reset(s.opts.WorkerIdle)
+			continue
+		}
 		s.run(j)
 		finished = true
 		idle.Reset(s.opts.WorkerIdle)
+	}
+}
+
+// rejoin puts a worker whose connection ended while it read it back into
+// the pool, and reports false when the pool is full (it then stops). A
+// worker that reads is not counted in workers: it took the place of the
+// reader that ran a request inline.
+func (s *Server) rejoin() bool {
+	for {
+		n := s.workers.Load()
+		if int(n) >= s.opts.Workers {
+			return false
+		}
+		if s.workers.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 

@@ -90,6 +90,10 @@ type Conn struct {
 	wg       sync.WaitGroup
 
 	lastRead atomic.Int64
+
+	rs       readState     // the reading role's
+	epoch    atomic.Uint64 // counts Detach calls
+	detached atomic.Bool   // between Detach and Resume
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -118,7 +122,8 @@ func newConn(nc net.Conn, h Handler, o *Options) *Conn {
 		c.vectored = true
 	}
 	c.lastRead.Store(time.Now().UnixNano())
-	c.wg.Go(c.readLoop)
+	c.wg.Add(1) // the reading role: see readOn
+	go c.readLoop()
 	c.wg.Go(c.writeLoop)
 	return c
 }
@@ -298,83 +303,133 @@ func (c *Conn) shutdown(err error, graceful bool) {
 	}
 }
 
-func (c *Conn) readLoop() {
+// readState is the read loop's state, which moves with the reading role
+// from goroutine to goroutine (Detach, Resume): only the goroutine that
+// holds the role touches it.
+type readState struct {
+	br  *bufio.Reader
+	hdr [HeaderSize]byte
+	// The read deadline set on c.nc (zero: none), and whether it bounds
+	// the current frame (FrameTimeout) rather than the wait for the next.
+	deadline      time.Time
+	frameDeadline bool
+	// fresh: the current frame's FrameTimeout deadline is set.
+	fresh bool
+}
+
+// errDetached ends a read loop whose Handler.Serve called Detach.
+var errDetached = errors.New("transport: reading detached")
+
+// Detach may only be called from Handler.Serve: the calling goroutine gives
+// up reading c, and once Serve returns the read loop it ran in returns
+// without reading further. Whoever called Detach must then make sure
+// that exactly one goroutine calls Resume, soon: until then c is not read,
+// and Close waits for it. The frame Serve was given stays the caller's, so
+// it can serve it while another goroutine reads on (a leader/follower
+// scheme: the goroutine that read a request runs it, without a hand-off,
+// and an idle one takes over reading).
+func (c *Conn) Detach() {
+	c.detached.Store(true)
+	c.epoch.Add(1)
+}
+
+// Resume reads and serves c's frames on the calling goroutine, from where
+// the goroutine that called Detach left off. It returns true when Serve
+// detaches again (another goroutine must then Resume), false when the
+// connection has ended (it is closed, and the Handler's Closed has run).
+// It panics if c is not detached.
+func (c *Conn) Resume() bool {
+	if !c.detached.CompareAndSwap(true, false) {
+		panic("transport: Resume of a connection that is not detached")
+	}
+	return c.readOn()
+}
+
+func (c *Conn) readLoop() { c.readOn() }
+
+// readOn runs the read loop while the calling goroutine holds the reading
+// role; see Resume.
+func (c *Conn) readOn() bool {
 	err := c.read()
+	if err == errDetached {
+		return true
+	}
+	putReader(c.rs.br)
+	c.rs.br = nil
 	c.shutdown(err, false)
 	<-c.writerDone
 	c.nc.Close()
 	c.h.Closed(c, c.Err())
+	c.wg.Done() // the reading role ends
+	return false
+}
+
+func (rs *readState) setDeadline(nc net.Conn, t time.Time, frame bool) error {
+	rs.deadline, rs.frameDeadline = t, frame
+	return nc.SetReadDeadline(t)
+}
+
+// frameStarted bounds the rest of the frame by FrameTimeout, once per
+// frame, before the first read from the network that the frame needs.
+func (c *Conn) frameStarted() error {
+	rs := &c.rs
+	if rs.fresh {
+		return nil
+	}
+	rs.fresh = true
+	return rs.setDeadline(c.nc, time.Now().Add(c.opts.FrameTimeout), true)
 }
 
 func (c *Conn) read() error {
-	var br *bufio.Reader
-	defer func() { putReader(br) }()
-	var hdr [HeaderSize]byte
-	// The read deadline set on c.nc (zero: none), and whether it bounds the
-	// current frame (FrameTimeout) rather than the wait for the next one.
-	var deadline time.Time
-	frameDeadline := false
-	setDeadline := func(t time.Time, frame bool) error {
-		deadline, frameDeadline = t, frame
-		return c.nc.SetReadDeadline(t)
-	}
-	// frameStarted bounds the rest of the frame by FrameTimeout, once per
-	// frame, before the first read from the network that the frame needs.
-	fresh := false
-	frameStarted := func() error {
-		if fresh {
-			return nil
-		}
-		fresh = true
-		return setDeadline(time.Now().Add(c.opts.FrameTimeout), true)
-	}
+	rs := &c.rs
+	hdr := rs.hdr[:]
 	for {
-		fresh = false
-		if br != nil && br.Buffered() == 0 {
+		rs.fresh = false
+		if rs.br != nil && rs.br.Buffered() == 0 {
 			// Between frames of a busy connection: wait for the next one
 			// with the buffer, for up to idleHold, so that a frame costs
 			// one read and not a one-byte read and another. The deadline
 			// is moved only when it gets near, not for every frame.
 			now := time.Now()
-			if frameDeadline || deadline.Sub(now) < idleHold/2 {
-				if err := setDeadline(now.Add(idleHold), false); err != nil {
+			if rs.frameDeadline || rs.deadline.Sub(now) < idleHold/2 {
+				if err := rs.setDeadline(c.nc, now.Add(idleHold), false); err != nil {
 					return err
 				}
 			}
-			if _, err := br.Peek(1); err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) || br.Buffered() > 0 {
+			if _, err := rs.br.Peek(1); err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) || rs.br.Buffered() > 0 {
 					return err
 				}
 				// Idle: give the buffer back.
-				putReader(br)
-				br = nil
+				putReader(rs.br)
+				rs.br = nil
 			}
 		}
-		if br == nil {
+		if rs.br == nil {
 			// Idle: wait for the next frame's first byte without a
 			// deadline and without holding a buffer.
-			if !deadline.IsZero() {
-				if err := setDeadline(time.Time{}, false); err != nil {
+			if !rs.deadline.IsZero() {
+				if err := rs.setDeadline(c.nc, time.Time{}, false); err != nil {
 					return err
 				}
 			}
 			if _, err := io.ReadFull(c.nc, hdr[:1]); err != nil {
 				return err
 			}
-			if err := frameStarted(); err != nil {
+			if err := c.frameStarted(); err != nil {
 				return err
 			}
-			br = getReader(c.nc, c.opts.ReadBufferSize)
-			if _, err := io.ReadFull(br, hdr[1:]); err != nil {
+			rs.br = getReader(c.nc, c.opts.ReadBufferSize)
+			if _, err := io.ReadFull(rs.br, hdr[1:]); err != nil {
 				return c.readErr(err)
 			}
 		} else {
-			if br.Buffered() < HeaderSize {
-				if err := frameStarted(); err != nil {
+			if rs.br.Buffered() < HeaderSize {
+				if err := c.frameStarted(); err != nil {
 					return err
 				}
 			}
-			if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			if _, err := io.ReadFull(rs.br, hdr); err != nil {
 				return c.readErr(err)
 			}
 		}
@@ -385,20 +440,26 @@ func (c *Conn) read() error {
 		if n > c.opts.MaxPayload {
 			return fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
 		}
-		if br.Buffered() < n {
-			if err := frameStarted(); err != nil {
+		if rs.br.Buffered() < n {
+			if err := c.frameStarted(); err != nil {
 				return err
 			}
 		}
 		f := GetBuffer()
-		f.B = append(f.B, hdr[:]...)
-		if err := readBody(br, c.nc, f, n); err != nil {
+		f.B = append(f.B, hdr...)
+		if err := readBody(rs.br, c.nc, f, n); err != nil {
 			f.Release()
 			return c.readErr(err)
 		}
 		c.lastRead.Store(time.Now().UnixNano())
 		raceAcquireIO()
+		e := c.epoch.Load()
 		c.h.Serve(c, f)
+		if c.epoch.Load() != e {
+			// Serve detached: another goroutine reads on, and c.rs is
+			// its own now.
+			return errDetached
+		}
 	}
 }
 
