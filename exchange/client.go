@@ -363,6 +363,14 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		close(cl.done)
 		return fut
 	}
+	if ctx.Err() != nil {
+		// Ended already: not sent, or a quick answer could beat the
+		// context's callback below.
+		f.Release()
+		cl.err = ctxError(ctx, ctxLeft(ctx, d, fromCtx))
+		close(cl.done)
+		return fut
+	}
 	// The id is known only after prepare; end is set before any timer can fire.
 	var id atomic.Uint64
 	end := func(err error) {

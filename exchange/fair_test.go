@@ -411,5 +411,45 @@ func TestInlineRunsKeepTheWorkerBound(t *testing.T) {
 	}
 	require.Equal(t, int32(1), most.Load(), "handlers at once")
 	require.LessOrEqual(t, s.Workers(), 1)
-	require.Zero(t, s.Held())
+	// A request is counted out after its answer is sent.
+	require.Eventually(t, func() bool { return s.Held() == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// A request runs on the goroutine that read it while its connection waits
+// unread, but only for a moment: a request that blocks does not hold up
+// the next ones on its connection, and slow requests one after the other
+// are all answered.
+func TestBlockedRequestDoesNotHoldItsConnection(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	s, addr := serve(t, h, &exchange.Options{Workers: 4})
+	c := dial(t, addr, nil)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, c, "block")
+		blocked <- err
+	}()
+	<-h.started
+	for i := range 20 {
+		got, err := call(ctx, c, fmt.Sprint(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), got)
+	}
+	close(h.release)
+	require.NoError(t, <-blocked)
+
+	slow := exchange.HandlerFunc(func(_ context.Context, req *exchange.Request) (*transport.Buffer, error) {
+		time.Sleep(2 * time.Millisecond)
+		f := exchange.NewFrame()
+		f.B = append(f.B, req.Body...)
+		return f, nil
+	})
+	_, addr = serve(t, slow, &exchange.Options{Workers: 4})
+	c = dial(t, addr, nil)
+	for i := range 40 {
+		got, err := call(ctx, c, fmt.Sprint(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), got)
+	}
+	require.LessOrEqual(t, s.Workers(), 4)
 }

@@ -125,6 +125,8 @@ type connState struct {
 	// the queue; resumed is when it last stopped waiting (Unix ns).
 	paused  atomic.Bool
 	resumed atomic.Int64
+	// inflight counts the requests read and not yet answered.
+	inflight atomic.Int32
 
 	// Under Server.mu:
 	q       fifo[job] // the connection's queued requests, oldest first
@@ -141,12 +143,25 @@ type connState struct {
 	// server's (it called Resume), not the connection's own reader.
 	// Only the goroutine reading touches it.
 	pooled bool
+	// unclaimed is not zero while the reader runs a request with the
+	// connection detached and nobody reading it (runNear): it holds
+	// that run's number (turn), so that a run whose role was claimed
+	// cannot claim a later run's. rescue, run by the timer rescueT when
+	// a run takes longer than inlineGrace, claims the reading role then.
+	// turn and rescueT are the reader's.
+	unclaimed atomic.Uint64
+	turn      uint64
+	rescueT   *time.Timer
 }
+
+// inlineGrace is how long a request may run on the goroutine that read it
+// with its connection unread before another goroutine reads on.
+const inlineGrace = 200 * time.Microsecond
 
 // job is a request read and waiting for a worker, or (resume) a detached
 // connection for an idle worker to read on.
 type job struct {
-	ctx    context.Context
+	cs     *connState
 	conn   *transport.Conn
 	hdr    Header
 	f      *transport.Buffer
@@ -468,7 +483,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		s.mu.Unlock()
 		f.Release()
 		if hdr.TwoWay {
-			s.reply(conn, hdr, nil, status.ErrReadOnly)
+			s.reply(conn, hdr, nil, status.ErrReadOnly, false)
 		}
 		return
 	}
@@ -477,7 +492,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		f.Release()
 		s.busy.Add(1)
 		if hdr.TwoWay {
-			s.reply(conn, hdr, nil, fmt.Errorf("%w: %d requests in progress (limit)", status.ErrServerBusy, m))
+			s.reply(conn, hdr, nil, fmt.Errorf("%w: %d requests in progress (limit)", status.ErrServerBusy, m), false)
 		}
 		return
 	}
@@ -488,20 +503,31 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		cs.ctx, cs.cancel = context.WithCancel(s.ctx)
 		s.conns[conn] = cs
 	}
-	j := job{ctx: cs.ctx, conn: conn, hdr: hdr, f: f, recv: time.Now()}
+	cs.inflight.Add(1)
+	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: time.Now()}
 	// A connection with nothing queued may always queue one request.
 	if cs.q.len() > 0 && s.queued >= s.opts.Queue {
 		s.wait(cs, conn, j)
 		return
 	}
-	if s.idle > 0 && s.queued == 0 {
-		// Leader/follower: an idle worker takes over reading the
-		// connection and this goroutine runs the request, with no
-		// hand-off between reading it and answering it.
-		s.idle--
-		s.mu.Unlock()
-		s.inline(cs, j)
-		return
+	if s.queued == 0 {
+		if conn.Buffered() == 0 && s.reserve() {
+			// Nothing more to read yet: run the request here and read
+			// on after it, like a server without workers, unless it
+			// takes long.
+			s.mu.Unlock()
+			s.runNear(cs, j)
+			return
+		}
+		if s.idle > 0 {
+			// Leader/follower: an idle worker takes over reading the
+			// connection and this goroutine runs the request, with no
+			// hand-off between reading it and answering it.
+			s.idle--
+			s.mu.Unlock()
+			s.inline(cs, j)
+			return
+		}
 	}
 	s.enqueue(cs, j)
 	spawn := s.queued > 0 // no worker was idle
@@ -529,6 +555,62 @@ func (s *Server) inline(cs *connState, j job) {
 	defer s.wg.Done()
 	s.run(j)
 	s.workLoop(true)
+}
+
+// reserve takes a worker's place for a request run inline without a
+// worker taking over, and reports false when the pool is full.
+func (s *Server) reserve() bool { return s.rejoin() }
+
+// runNear runs j on the goroutine that read it, whose place in the pool
+// reserve took, while nobody reads j's connection: when j is done within
+// inlineGrace this goroutine reads on, and one request cost no hand-off
+// and no wake-up at all. When it takes longer, rescue has another
+// goroutine read on, and this one becomes a worker as in inline.
+func (s *Server) runNear(cs *connState, j job) {
+	pooled := cs.pooled
+	if cs.rescueT == nil {
+		conn := j.conn
+		cs.rescueT = time.AfterFunc(time.Hour, func() { s.rescue(cs, conn) })
+	}
+	cs.turn++
+	turn := cs.turn
+	j.conn.Detach()
+	cs.unclaimed.Store(turn) // after rescueT is set: rescue reads it after this
+	cs.rescueT.Reset(inlineGrace)
+	s.run(j)
+	if cs.unclaimed.CompareAndSwap(turn, 0) {
+		cs.rescueT.Stop()
+		j.conn.Reattach()
+		// Give the place back, and start a worker if requests were
+		// queued while this goroutine held it (their reader could not).
+		s.workers.Add(-1)
+		s.mu.Lock()
+		s.doneLocked()
+		queued := s.queued > 0
+		s.mu.Unlock()
+		if queued {
+			s.spawn()
+		}
+		return
+	}
+	// Rescued: this goroutine keeps the place it reserved, as a worker.
+	if pooled {
+		return // work counts j out of held when Resume returns
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	s.workLoop(true)
+}
+
+// rescue reads on a connection whose reader has run a request for
+// inlineGrace (runNear), on the timer's goroutine.
+func (s *Server) rescue(cs *connState, conn *transport.Conn) {
+	turn := cs.unclaimed.Load()
+	if turn == 0 || !cs.unclaimed.CompareAndSwap(turn, 0) {
+		return // done in time (or a late timer)
+	}
+	cs.pooled = false
+	conn.Resume()
 }
 
 // enqueue queues j on its connection, or hands it to an idle worker when
@@ -787,13 +869,14 @@ func (s *Server) dropQueued(cs *connState) int {
 func (s *Server) run(j job) {
 	resp, err := s.handle(j)
 	j.f.Release()
+	lone := j.cs.inflight.Add(-1) == 0
 	if !j.hdr.TwoWay {
 		if resp != nil {
 			resp.Release()
 		}
 		return
 	}
-	s.reply(j.conn, j.hdr, resp, err)
+	s.reply(j.conn, j.hdr, resp, err, lone)
 }
 
 func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
@@ -811,13 +894,19 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 		}
 	}()
 	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv}
-	return s.h.Handle(j.ctx, req)
+	return s.h.Handle(j.cs.ctx, req)
 }
 
 // reply sends the response to req: resp with an OK status, or err's status
 // and message. A response over the payload limit is replaced by a
 // status.PayloadTooLarge answer.
-func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer, err error) {
+//
+// lone says no other request of the connection is in progress: the
+// response is then written at once from the calling goroutine if the
+// connection's writer is idle (transport's SendNow), with no hand-off to
+// it; responses that come in numbers are left to the writer, which sends
+// them together.
+func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer, err error, lone bool) {
 	if err == nil && resp == nil {
 		resp = NewFrame()
 	}
@@ -842,6 +931,10 @@ func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer,
 	}
 	h := Header{Serializer: req.Serializer, Status: code, ID: req.ID, Length: uint32(len(resp.B) - HeaderSize)}
 	h.Put(resp.B)
+	if lone {
+		_ = conn.SendNow(resp)
+		return
+	}
 	_ = conn.Send(resp)
 }
 

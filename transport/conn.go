@@ -89,6 +89,12 @@ type Conn struct {
 	vectored bool
 	wg       sync.WaitGroup
 
+	// writing (under mu) is set while a goroutine writes: the writer
+	// from taking a batch until it finds the queue empty, or a SendNow
+	// for its one write. Nobody else writes meanwhile.
+	writing bool
+	direct  *directWrite // SendNow's write; nil when it cannot (TLS, pipes)
+
 	lastRead atomic.Int64
 
 	rs       readState     // the reading role's
@@ -120,6 +126,7 @@ func newConn(nc net.Conn, h Handler, o *Options) *Conn {
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		c.vectored = true
+		c.direct = newDirectWrite(nc)
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	c.wg.Add(1) // the reading role: see readOn
@@ -205,6 +212,61 @@ func (c *Conn) Send(f *Buffer) error {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// SendNow is Send for a frame that is worth writing at once: when nothing
+// is being written or waits in the queue, it writes f from the calling
+// goroutine, with one write that does not wait for the socket (what the
+// socket does not take is queued for the writer), instead of waking the
+// connection's writer goroutine. Otherwise, and on connections other than
+// plain TCP, it is Send. A lone response or request saves a hand-off to
+// the writer that way; frames that come in numbers are better queued,
+// so that the writer sends many with one call.
+func (c *Conn) SendNow(f *Buffer) error {
+	if c.direct == nil {
+		return c.Send(f)
+	}
+	c.mu.Lock()
+	if c.err != nil || c.writing || len(c.queue) > 0 {
+		c.mu.Unlock()
+		return c.Send(f)
+	}
+	c.writing = true
+	c.mu.Unlock()
+	raceReleaseIO()
+	n, err := c.direct.write(f.B)
+	if err != nil {
+		f.Release()
+		c.mu.Lock()
+		c.writing = false
+		c.mu.Unlock()
+		c.shutdown(err, false)
+		return err
+	}
+	var rest *Buffer
+	if n < len(f.B) {
+		// The socket is full: the writer sends the rest, first.
+		rest = GetBuffer()
+		rest.B = append(rest.B, f.B[n:]...)
+	}
+	f.Release()
+	c.mu.Lock()
+	c.writing = false
+	if rest != nil {
+		c.queue = append(c.queue, nil)
+		copy(c.queue[1:], c.queue)
+		c.queue[0] = rest
+		c.queued += len(rest.B)
+	}
+	wake := len(c.queue) > 0
+	c.mu.Unlock()
+	if wake {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
@@ -343,6 +405,30 @@ func (c *Conn) Resume() bool {
 		panic("transport: Resume of a connection that is not detached")
 	}
 	return c.readOn()
+}
+
+// Reattach, called from Handler.Serve after Detach, takes the reading role
+// back when no goroutine has called Resume yet: it reports true, and the
+// read loop goes on after Serve returns as if Serve had not detached. When
+// it reports false, a Resume came first. Whoever hands out the role must
+// make sure Resume and Reattach do not race for it: Resume panics if
+// Reattach won.
+func (c *Conn) Reattach() bool {
+	if !c.detached.CompareAndSwap(true, false) {
+		return false
+	}
+	c.epoch.Add(^uint64(0)) // undoes Detach's count: no one else counted since
+	return true
+}
+
+// Buffered reports how many bytes of the frames that follow the one being
+// served have already been read from the network. Only Handler.Serve may
+// call it, before any Detach.
+func (c *Conn) Buffered() int {
+	if c.rs.br == nil {
+		return 0
+	}
+	return c.rs.br.Buffered()
 }
 
 func (c *Conn) readLoop() { c.readOn() }
@@ -571,6 +657,7 @@ func (c *Conn) writeLoop() {
 			graceful := c.graceful
 			c.mu.Unlock()
 			if graceful {
+				c.awaitDirect()
 				if vw != nil {
 					_ = c.writeVectored(vw, &batch)
 					vw.drop()
@@ -701,17 +788,27 @@ func (w *vectorWriter) drop() {
 // when the queue is empty (after one yield, as in writeQueued) or when it
 // reaches maxVectorFrames or maxVectorBytes.
 func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
-	yielded := false
+	yielded, own := false, false
 	for {
 		c.mu.Lock()
+		if c.writing && !own {
+			// A SendNow writes; it wakes the writer if it leaves
+			// anything queued.
+			c.mu.Unlock()
+			return nil
+		}
 		q := c.queue
 		c.queue = (*batch)[:0]
+		if len(q) == 0 && len(w.frames) == 0 {
+			c.writing = false
+			c.mu.Unlock()
+			*batch = q
+			return nil
+		}
+		c.writing, own = true, true
 		c.mu.Unlock()
 		if len(q) == 0 {
 			*batch = q
-			if len(w.frames) == 0 {
-				return nil
-			}
 			if !yielded {
 				yielded = true
 				runtime.Gosched()
@@ -719,7 +816,10 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			}
 			n, err := w.write(c.nc)
 			c.dequeued(n)
-			return err
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		for i, f := range q {
 			w.add(f)
@@ -738,6 +838,21 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			}
 		}
 		*batch = q
+	}
+}
+
+// awaitDirect waits until a SendNow in progress has made its one write
+// (which does not wait for the socket), for at most closeFlushTimeout.
+func (c *Conn) awaitDirect() {
+	deadline := time.Now().Add(closeFlushTimeout)
+	for {
+		c.mu.Lock()
+		busy := c.writing
+		c.mu.Unlock()
+		if !busy || time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 

@@ -1,0 +1,64 @@
+//go:build unix
+
+package transport
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// directWrite makes SendNow's one write to the socket without waiting for
+// it to have room. Only the goroutine that set Conn.writing uses it; its
+// function value is made once, so a write allocates nothing.
+type directWrite struct {
+	raw syscall.RawConn
+	fn  func(fd uintptr) bool
+	b   []byte
+	n   int
+	err error
+}
+
+func newDirectWrite(nc net.Conn) *directWrite {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	d := &directWrite{raw: raw}
+	d.fn = d.once
+	return d
+}
+
+func (d *directWrite) once(fd uintptr) bool {
+	for {
+		n, err := syscall.Write(int(fd), d.b)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		d.n, d.err = n, err
+		return true // done, whatever the socket took
+	}
+}
+
+// write writes what the socket takes of b now and returns how much; a
+// full socket is not an error.
+func (d *directWrite) write(b []byte) (int, error) {
+	d.b = b
+	err := d.raw.Write(d.fn)
+	n, werr := d.n, d.err
+	d.b, d.err = nil, nil
+	if err != nil {
+		return 0, err
+	}
+	if werr != nil && !errors.Is(werr, syscall.EAGAIN) {
+		return n, werr
+	}
+	return n, nil
+}
