@@ -113,8 +113,15 @@ type Server struct {
 	hbSent    atomic.Uint64
 	hbWg      sync.WaitGroup
 	stop      chan struct{}
-	closeOnce sync.Once
-	closed    chan struct{} // closed when the first close has finished
+
+	// runNear's watcher: nearRuns counts runs; the watcher parks when a
+	// tick saw none, and the next run wakes it.
+	nearRuns    atomic.Uint64
+	watchParked atomic.Bool
+	watchWake   chan struct{} // (1)
+	watchStop   chan struct{} // closed once no connection is read
+	closeOnce   sync.Once
+	closed      chan struct{} // closed when the first close has finished
 }
 
 // connState is the server's view of one connection.
@@ -146,17 +153,20 @@ type connState struct {
 	// unclaimed is not zero while the reader runs a request with the
 	// connection detached and nobody reading it (runNear): it holds
 	// that run's number (turn), so that a run whose role was claimed
-	// cannot claim a later run's. rescue, run by the timer rescueT when
-	// a run takes longer than inlineGrace, claims the reading role then.
-	// turn and rescueT are the reader's.
+	// cannot claim a later run's; nearSince is when the run's request
+	// arrived. The watcher (watchNear) claims the reading role of a run
+	// older than nearGrace. turn is the reader's.
 	unclaimed atomic.Uint64
+	nearSince atomic.Int64
 	turn      uint64
-	rescueT   *time.Timer
 }
 
-// inlineGrace is how long a request may run on the goroutine that read it
-// with its connection unread before another goroutine reads on.
-const inlineGrace = 200 * time.Microsecond
+// A request may run on the goroutine that read it, with its connection
+// unread, for nearGrace; the watcher looks every nearTick.
+const (
+	nearGrace = time.Millisecond
+	nearTick  = time.Millisecond
+)
 
 // job is a request read and waiting for a worker, or (resume) a detached
 // connection for an idle worker to read on.
@@ -167,6 +177,9 @@ type job struct {
 	f      *transport.Buffer
 	recv   time.Time // when it was read
 	resume bool
+	// quiet: when it was read, no other request of its connection was
+	// in progress and no other had been read behind it.
+	quiet bool
 }
 
 // NewServer returns a Server that answers requests with h; opts may be
@@ -184,13 +197,17 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
 		closed:  make(chan struct{}),
-		conns:   map[*transport.Conn]*connState{},
+
+		watchWake: make(chan struct{}, 1),
+		watchStop: make(chan struct{}),
+		conns:     map[*transport.Conn]*connState{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	to := o.transport()
 	to.PlainOnTLS = plainOnTLS // a consumer without TLS is told why
 	s.ts = transport.NewServer(serverHandler{s}, to)
 	s.hbWg.Go(s.keepalive)
+	s.hbWg.Go(s.watchNear)
 	return s, nil
 }
 
@@ -334,6 +351,7 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 	}
 	close(stopDrain)
 	drain.Wait()
+	close(s.watchStop)
 	// No reader runs now: drop what is still queued.
 	s.mu.Lock()
 	for {
@@ -460,9 +478,13 @@ func (s *Server) doneLocked() {
 
 type serverHandler struct{ s *Server }
 
-// Serve runs on the connection's reader. It queues the request for a
-// worker, waiting for a place when the queue is full: while it waits the
-// connection is not read.
+// Serve runs on the connection's reader. When nothing is queued it runs
+// the request itself: with the connection unread when no more of it has
+// arrived (runNear; the watcher has another goroutine read on if the
+// request takes long), else handing the reading to an idle worker first
+// (inline). Otherwise it queues the request for a worker, waiting for a
+// place when the queue is full: while it waits the connection is not
+// read.
 func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 	s := h.s
 	hdr, err := ParseHeader(f.B)
@@ -503,8 +525,8 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		cs.ctx, cs.cancel = context.WithCancel(s.ctx)
 		s.conns[conn] = cs
 	}
-	cs.inflight.Add(1)
-	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: time.Now()}
+	quiet := cs.inflight.Add(1) == 1 && conn.Buffered() == 0
+	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: time.Now(), quiet: quiet}
 	// A connection with nothing queued may always queue one request.
 	if cs.q.len() > 0 && s.queued >= s.opts.Queue {
 		s.wait(cs, conn, j)
@@ -563,23 +585,22 @@ func (s *Server) reserve() bool { return s.rejoin() }
 
 // runNear runs j on the goroutine that read it, whose place in the pool
 // reserve took, while nobody reads j's connection: when j is done within
-// inlineGrace this goroutine reads on, and one request cost no hand-off
-// and no wake-up at all. When it takes longer, rescue has another
+// nearGrace this goroutine reads on, and the request cost no hand-off and
+// no wake-up at all. When it takes longer, the watcher has another
 // goroutine read on, and this one becomes a worker as in inline.
 func (s *Server) runNear(cs *connState, j job) {
 	pooled := cs.pooled
-	if cs.rescueT == nil {
-		conn := j.conn
-		cs.rescueT = time.AfterFunc(time.Hour, func() { s.rescue(cs, conn) })
-	}
 	cs.turn++
 	turn := cs.turn
 	j.conn.Detach()
-	cs.unclaimed.Store(turn) // after rescueT is set: rescue reads it after this
-	cs.rescueT.Reset(inlineGrace)
+	cs.nearSince.Store(j.recv.UnixNano())
+	cs.unclaimed.Store(turn)
+	s.nearRuns.Add(1)
+	if s.watchParked.Load() && s.watchParked.CompareAndSwap(true, false) {
+		s.watchWake <- struct{}{} // never blocks: one wake per park
+	}
 	s.run(j)
 	if cs.unclaimed.CompareAndSwap(turn, 0) {
-		cs.rescueT.Stop()
 		j.conn.Reattach()
 		// Give the place back, and start a worker if requests were
 		// queued while this goroutine held it (their reader could not).
@@ -602,15 +623,76 @@ func (s *Server) runNear(cs *connState, j job) {
 	s.workLoop(true)
 }
 
-// rescue reads on a connection whose reader has run a request for
-// inlineGrace (runNear), on the timer's goroutine.
-func (s *Server) rescue(cs *connState, conn *transport.Conn) {
-	turn := cs.unclaimed.Load()
-	if turn == 0 || !cs.unclaimed.CompareAndSwap(turn, 0) {
-		return // done in time (or a late timer)
+// watchNear looks every nearTick for requests run by runNear for longer
+// than nearGrace, and has a new goroutine read their connections on. It
+// parks when a tick saw no run, until the next run. It runs until no
+// connection is read any more (watchStop), so that a request that never
+// ends cannot keep Close from closing its connection.
+func (s *Server) watchNear() {
+	t := time.NewTimer(nearTick)
+	defer t.Stop()
+	last := s.nearRuns.Load()
+	for {
+		select {
+		case <-t.C:
+		case <-s.watchStop:
+			return
+		}
+		busy := s.rescueSlow()
+		if !busy && s.nearRuns.Load() == last {
+			s.watchParked.Store(true)
+			// A run that started before the store did not see it.
+			if s.nearRuns.Load() == last || !s.watchParked.CompareAndSwap(true, false) {
+				select {
+				case <-s.watchWake:
+				case <-s.watchStop:
+					return
+				}
+			}
+		}
+		last = s.nearRuns.Load()
+		t.Reset(nearTick)
 	}
-	cs.pooled = false
-	conn.Resume()
+}
+
+// rescueSlow claims the reading role of the connections whose runNear
+// request is older than nearGrace (of any age once the server stops), and
+// reports whether a runNear request was running.
+func (s *Server) rescueSlow() bool {
+	now := time.Now().UnixNano()
+	stopping := false
+	select {
+	case <-s.stop:
+		stopping = true
+	default:
+	}
+	busy := false
+	var slow []*connState
+	var conns []*transport.Conn
+	s.mu.Lock()
+	for conn, cs := range s.conns {
+		if cs.unclaimed.Load() == 0 {
+			continue
+		}
+		busy = true
+		if stopping || now-cs.nearSince.Load() >= int64(nearGrace) {
+			slow = append(slow, cs)
+			conns = append(conns, conn)
+		}
+	}
+	s.mu.Unlock()
+	for i, cs := range slow {
+		turn := cs.unclaimed.Load()
+		if turn == 0 || !cs.unclaimed.CompareAndSwap(turn, 0) {
+			continue // done just now
+		}
+		conn := conns[i]
+		go func() {
+			cs.pooled = false
+			conn.Resume()
+		}()
+	}
+	return busy
 }
 
 // enqueue queues j on its connection, or hands it to an idle worker when
@@ -869,7 +951,7 @@ func (s *Server) dropQueued(cs *connState) int {
 func (s *Server) run(j job) {
 	resp, err := s.handle(j)
 	j.f.Release()
-	lone := j.cs.inflight.Add(-1) == 0
+	lone := j.cs.inflight.Add(-1) == 0 && j.quiet
 	if !j.hdr.TwoWay {
 		if resp != nil {
 			resp.Release()

@@ -49,8 +49,9 @@ var (
 )
 
 // Handler receives the frames of a connection. The exchange layer
-// implements it; the connection's read goroutine calls it, never
-// concurrently for one connection.
+// implements it; the goroutine that reads the connection calls it, never
+// concurrently for one connection (the reading may move from goroutine to
+// goroutine: see Conn.Detach).
 type Handler interface {
 	// Serve is called for every frame, in order. f.B holds the whole frame,
 	// header included; Serve owns f and must Release it. The next frame is
@@ -819,6 +820,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			if err != nil {
 				return err
 			}
+			yielded = false // the next batch gathers as this one did
 			continue
 		}
 		for i, f := range q {
