@@ -138,3 +138,31 @@ func BenchmarkRoundRobinSharedLists(b *testing.B) {
 		})
 	}
 }
+
+// everyNth excludes every provider whose index is not a multiple of n: a
+// list most of whose providers are down.
+type everyNth int
+
+func (e everyNth) Excluded(i int) bool { return i%int(e) != 0 }
+
+// BenchmarkRoundRobinMostlyDown picks among 1,000 providers of which half,
+// 9 in 10 and 99 in 100 are excluded (down) on every pick.
+func BenchmarkRoundRobinMostlyDown(b *testing.B) {
+	for _, every := range []int{2, 10, 100} {
+		b.Run("up=1in"+strconv.Itoa(every), func(b *testing.B) {
+			weights := make([]int, 1000)
+			for i := range weights {
+				weights[i] = 50 + 50*(i%3)
+			}
+			p := NewRoundRobin(Options{}).Build(providers(weights...))
+			inv := call("get", "user-42")
+			ex := everyNth(every)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Pick(inv, ex); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -24,8 +24,9 @@ import (
 // An excluded provider (tried by this call, or down) whose turn comes is
 // charged the turn as if picked and the round is repeated, so the others
 // share its turns by weight and it does not come back with a burst. After 8
-// excluded turns in one pick, the pick scans the list with the excluded
-// providers sitting out (no weight added, none of the total).
+// excluded turns in one pick, that pick and the next n (most of the list
+// is down) scan the list with the excluded providers sitting out (no weight
+// added, none of the total), as the O(n) algorithm always did.
 //
 // A pick runs under a lock per service and method, so concurrent callers
 // never skew the sequence, and different methods never contend. The current
@@ -59,10 +60,11 @@ func (e *rrEntry) seen() int64 {
 // rrState is the state of one service and method, shared by the pickers
 // of every list.
 type rrState struct {
-	mu    sync.Mutex
-	byKey map[string]*rrEntry
-	next  int    // rotation when every weight is 0
-	binds uint64 // binds so far, to find a provider listed twice
+	mu     sync.Mutex
+	byKey  map[string]*rrEntry
+	next   int    // rotation when every weight is 0
+	binds  uint64 // binds so far, to find a provider listed twice
+	owners int    // views whose trees hold current values
 }
 
 // NewRoundRobin returns a smooth weighted round-robin balancer.
@@ -104,6 +106,10 @@ type rrView struct {
 	picks    int // picks since the tree was built
 	stolen   int // picks the tree lasted before another view took it; -1: not taken
 	scanLeft int // picks left to scan before building a tree again
+
+	// After a pick that found 8 excluded turns, the next n picks scan
+	// with the excluded providers sitting out.
+	heavyLeft int
 }
 
 // Pick implements Picker.
@@ -160,6 +166,11 @@ const scanMax = 8
 const maxPasses = 8
 
 func (st *rrState) pick(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, error) {
+	if v.heavyLeft > 0 { // most providers excluded lately
+		v.heavyLeft--
+		v.release(st)
+		return st.scan(s, v.entries, nowMs, ex)
+	}
 	if !v.owned && v.stolen >= 0 {
 		// Another list took this one's providers: when it did so soon
 		// after the tree was built, scan as many picks as the list is long.
@@ -173,7 +184,7 @@ func (st *rrState) pick(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, e
 		return st.scanPasses(s, v, nowMs, ex)
 	}
 	if !v.owned || v.tree.k >= rrRebase || (v.warm.len() > 0 && nowMs < v.warmMs) {
-		v.acquire(s, nowMs)
+		v.acquire(st, s, nowMs)
 	}
 	v.picks++
 	if v.total == 0 { // every weight is 0: plain rotation
@@ -191,14 +202,15 @@ func (st *rrState) pick(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, e
 			return best, nil
 		}
 	}
-	v.release()
+	v.heavyLeft = len(v.entries)
+	v.release(st)
 	return st.scan(s, v.entries, nowMs, ex)
 }
 
 // scanPasses is pick by the scan: the excluded providers' turns charged
 // and the round repeated, up to maxPasses, as the tree does.
 func (st *rrState) scanPasses(s *snapshot, v *rrView, nowMs int64, ex Exclude) (int, error) {
-	v.release()
+	v.release(st)
 	if len(s.positive) > 0 {
 		for range maxPasses {
 			i, _ := st.scan(s, v.entries, nowMs, nil)
@@ -206,6 +218,7 @@ func (st *rrState) scanPasses(s *snapshot, v *rrView, nowMs int64, ex Exclude) (
 				return i, nil
 			}
 		}
+		v.heavyLeft = len(v.entries)
 	}
 	return st.scan(s, v.entries, nowMs, ex)
 }
@@ -257,23 +270,27 @@ func (st *rrState) scan(s *snapshot, entries []*rrEntry, nowMs int64, ex Exclude
 
 // release writes back the current values of v's entries held in any
 // view's tree, v's own included.
-func (v *rrView) release() {
+func (v *rrView) release(st *rrState) {
+	if st.owners == 0 {
+		return // no tree holds any value
+	}
 	for _, e := range v.entries {
 		if o := e.owner; o != nil {
 			if o != v {
 				o.stolen = o.picks
 			}
-			o.flush()
+			o.flush(st)
 		}
 	}
 }
 
 // flush writes the tree's current values back to v's entries and gives
 // them up.
-func (v *rrView) flush() {
+func (v *rrView) flush(st *rrState) {
 	if !v.owned {
 		return
 	}
+	st.owners--
 	for i, e := range v.entries {
 		e.current = v.tree.value(i)
 		e.lastSeen = max(e.lastSeen, v.lastMs)
@@ -284,8 +301,8 @@ func (v *rrView) flush() {
 
 // acquire takes v's entries from the views holding them and builds the
 // tree from their current values and the weights at nowMs.
-func (v *rrView) acquire(s *snapshot, nowMs int64) {
-	v.release()
+func (v *rrView) acquire(st *rrState, s *snapshot, nowMs int64) {
+	v.release(st)
 	n := len(v.entries)
 	warming := s.warming(nowMs)
 	t := &v.tree
@@ -303,6 +320,7 @@ func (v *rrView) acquire(s *snapshot, nowMs int64) {
 	}
 	t.build()
 	v.owned, v.warmMs, v.picks = true, nowMs, 0
+	st.owners++
 }
 
 // rewarm applies the warm-up weight changes due by nowMs.

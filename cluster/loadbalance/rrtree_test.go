@@ -15,28 +15,34 @@ import (
 // rrRef is the O(n) smooth weighted round robin the tree replaced: every
 // provider's weight added to its current value on every pick, state keyed
 // by provider identity across lists. With passes, an excluded provider
-// whose turn comes is charged it and the round repeated (up to maxPasses),
-// as RoundRobinBalancer does; without, excluded providers sit out.
+// whose turn comes is charged it and the round repeated (up to maxPasses;
+// then that pick and the list's next n sit the excluded out), as
+// RoundRobinBalancer does; without, excluded providers sit out.
 type rrRef struct {
 	cur    map[string]int64
 	next   int
 	passes bool
+	heavy  map[*snapshot]int // picks left to sit the excluded out, per list
 }
 
 func (r *rrRef) pick(s *snapshot, nowMs int64, ex Exclude) (int, error) {
+	if r.passes && r.heavy[s] > 0 {
+		r.heavy[s]--
+		return r.scan(s, nowMs, ex)
+	}
 	if r.passes {
 		anyWeight := false
 		for i := range s.entries {
 			anyWeight = anyWeight || s.entries[i].weight > 0
 		}
-		for range maxPasses {
-			if !anyWeight {
-				break
+		if anyWeight {
+			for range maxPasses {
+				i, _ := r.scan(s, nowMs, nil)
+				if !excluded(ex, i) {
+					return i, nil
+				}
 			}
-			i, _ := r.scan(s, nowMs, nil)
-			if !excluded(ex, i) {
-				return i, nil
-			}
+			r.heavy[s] = len(s.entries)
 		}
 	}
 	return r.scan(s, nowMs, ex)
@@ -101,7 +107,7 @@ func TestRoundRobinTreeMatchesScan(t *testing.T) {
 			c := newClock()
 			lb := NewRoundRobin(Options{Now: c.now})
 			withEx := seed%2 == 1
-			ref := &rrRef{cur: map[string]int64{}, passes: withEx}
+			ref := &rrRef{cur: map[string]int64{}, passes: withEx, heavy: map[*snapshot]int{}}
 			n := 1 + rng.IntN([]int{3, 20, 300}[seed%3])
 			all := make([]protocol.Invoker, n)
 			for i := range all {
