@@ -228,7 +228,7 @@ func validate(r *monitor.Report) ([]Hist, error) {
 		return nil, errors.New("store: nil report")
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("store: report from %.64q@%.64q seq %d: %s", r.Application, r.Host, r.Seq, fmt.Sprintf(format, args...))
+		return fmt.Errorf("store: report from %.64q@%.64q seq %d: "+format, append([]any{r.Application, r.Host, r.Seq}, args...)...)
 	}
 	switch {
 	case r.Application == "":
@@ -287,7 +287,7 @@ func validate(r *monitor.Report) ([]Hist, error) {
 		}
 		h, err := HistFromWire(w.Latency)
 		if err != nil {
-			return nil, bad("row %d: %v", i, err)
+			return nil, bad("row %d: %w", i, err)
 		}
 		hists[i] = h
 	}
