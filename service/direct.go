@@ -70,23 +70,40 @@ func typeWord(t reflect.Type) unsafe.Pointer {
 // Shapes of a parameter or a result that direct calls handle: the Go
 // types whose machine representation a func value may declare in their
 // place. Every pointer and map type is one machine word, passed like an
-// unsafe.Pointer and held in an interface value's data word itself.
+// unsafe.Pointer and held in an interface value's data word itself; the
+// others are exactly the types named.
 const (
-	shapeNone   = iota // no such parameter or result
-	shapeString        // exactly string
-	shapeBytes         // exactly []byte
-	shapeWord          // any pointer or map type
+	shapeNone    = iota // no such parameter or result
+	shapeString         // string
+	shapeBytes          // []byte
+	shapeWord           // any pointer or map type
+	shapeInt            // int
+	shapeInt32          // int32
+	shapeInt64          // int64
+	shapeBool           // bool
+	shapeFloat64        // float64
 )
 
-var bytesType = reflect.TypeFor[[]byte]()
+// value is the Go types of the shapes.
+type value interface {
+	string | []byte | unsafe.Pointer | int | int32 | int64 | bool | float64
+}
+
+var exact = map[reflect.Type]int{
+	reflect.TypeFor[string]():  shapeString,
+	reflect.TypeFor[[]byte]():  shapeBytes,
+	reflect.TypeFor[int]():     shapeInt,
+	reflect.TypeFor[int32]():   shapeInt32,
+	reflect.TypeFor[int64]():   shapeInt64,
+	reflect.TypeFor[bool]():    shapeBool,
+	reflect.TypeFor[float64](): shapeFloat64,
+}
 
 func shapeOf(t reflect.Type) int {
-	switch {
-	case t == reflect.TypeFor[string]():
-		return shapeString
-	case t == bytesType:
-		return shapeBytes
-	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Map:
+	if s, ok := exact[t]; ok {
+		return s
+	}
+	if t.Kind() == reflect.Pointer || t.Kind() == reflect.Map {
 		return shapeWord
 	}
 	return -1
@@ -118,20 +135,39 @@ func directFor(rm reflect.Method) direct {
 	if ft.NumOut() == 2 {
 		reply, replyT = shapeOf(ft.Out(0)), typeWord(ft.Out(0))
 	}
+	if arg < 0 || reply < 0 {
+		return nil
+	}
 	code := fn.Interface() // a func value whose first parameter is the receiver pointer
 	f := (*eface)(unsafe.Pointer(&code)).data
+	if arg != shapeWord {
+		argT = nil // a type assertion checks the argument
+	}
 	switch arg {
 	case shapeNone:
-		return withoutArg(f, reply, replyT)
+		return withReply[none](f, reply, nil, replyT)
 	case shapeString:
-		return withArg[string](f, reply, replyT, nil)
+		return withReply[string](f, reply, nil, replyT)
 	case shapeBytes:
-		return withArg[[]byte](f, reply, replyT, nil)
+		return withReply[[]byte](f, reply, nil, replyT)
 	case shapeWord:
-		return withArg[unsafe.Pointer](f, reply, replyT, argT)
+		return withReply[unsafe.Pointer](f, reply, argT, replyT)
+	case shapeInt:
+		return withReply[int](f, reply, nil, replyT)
+	case shapeInt32:
+		return withReply[int32](f, reply, nil, replyT)
+	case shapeInt64:
+		return withReply[int64](f, reply, nil, replyT)
+	case shapeBool:
+		return withReply[bool](f, reply, nil, replyT)
+	case shapeFloat64:
+		return withReply[float64](f, reply, nil, replyT)
 	}
 	return nil
 }
+
+// none stands for the missing argument of a method without one.
+type none struct{}
 
 // funcOf reinterprets the func value f as one of type F.
 func funcOf[F any](f unsafe.Pointer) F { return *(*F)(unsafe.Pointer(&f)) }
@@ -139,7 +175,7 @@ func funcOf[F any](f unsafe.Pointer) F { return *(*F)(unsafe.Pointer(&f)) }
 // argOf returns a as an A when its type is the parameter's: for a word
 // (A unsafe.Pointer), the data word of a when its type word is t;
 // otherwise a type assertion.
-func argOf[A string | []byte | unsafe.Pointer](a any, t unsafe.Pointer) (A, bool) {
+func argOf[A value | none](a any, t unsafe.Pointer) (A, bool) {
 	var v A
 	if t != nil {
 		e := (*eface)(unsafe.Pointer(&a))
@@ -161,100 +197,83 @@ func boxWord(t, p unsafe.Pointer) any {
 	return v
 }
 
-func withoutArg(f unsafe.Pointer, reply int, replyT unsafe.Pointer) direct {
+// boxPlain boxes a number or a bool as Go does.
+func boxPlain[R value](v R, _ *Reply) any { return v }
+
+// withReply returns the direct caller of a method whose argument is an A
+// (none: no argument) and whose reply has the shape reply.
+func withReply[A value | none](f unsafe.Pointer, reply int, argT, replyT unsafe.Pointer) direct {
 	switch reply {
 	case shapeNone:
-		m := funcOf[func(unsafe.Pointer, context.Context) error](f)
+		return errorOnly[A](f, argT)
+	case shapeString:
+		return call[A, string](f, argT, boxString)
+	case shapeBytes:
+		return call[A, []byte](f, argT, boxBytes)
+	case shapeWord:
+		return call[A, unsafe.Pointer](f, argT, func(p unsafe.Pointer, _ *Reply) any { return boxWord(replyT, p) })
+	case shapeInt:
+		return call[A, int](f, argT, boxPlain[int])
+	case shapeInt32:
+		return call[A, int32](f, argT, boxPlain[int32])
+	case shapeInt64:
+		return call[A, int64](f, argT, boxPlain[int64])
+	case shapeBool:
+		return call[A, bool](f, argT, boxPlain[bool])
+	case shapeFloat64:
+		return call[A, float64](f, argT, boxPlain[float64])
+	}
+	return nil
+}
+
+// call returns the direct caller of a method taking an A (none: nothing)
+// and returning an R and an error.
+func call[A value | none, R value](f, argT unsafe.Pointer, box func(R, *Reply) any) direct {
+	if _, ok := any(*new(A)).(none); ok {
+		m := funcOf[func(unsafe.Pointer, context.Context) (R, error)](f)
 		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
+			if len(args) != 0 {
+				return nil, false, nil
+			}
+			v, err := m(r, ctx)
+			return box(v, into), true, err
+		}
+	}
+	m := funcOf[func(unsafe.Pointer, context.Context, A) (R, error)](f)
+	return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
+		if len(args) != 1 {
+			return nil, false, nil
+		}
+		a, ok := argOf[A](args[0], argT)
+		if !ok {
+			return nil, false, nil
+		}
+		v, err := m(r, ctx, a)
+		return box(v, into), true, err
+	}
+}
+
+// errorOnly returns the direct caller of a method taking an A (none:
+// nothing) and returning only an error.
+func errorOnly[A value | none](f, argT unsafe.Pointer) direct {
+	if _, ok := any(*new(A)).(none); ok {
+		m := funcOf[func(unsafe.Pointer, context.Context) error](f)
+		return func(r unsafe.Pointer, ctx context.Context, args []any, _ *Reply) (any, bool, error) {
 			if len(args) != 0 {
 				return nil, false, nil
 			}
 			return nil, true, m(r, ctx)
 		}
-	case shapeString:
-		m := funcOf[func(unsafe.Pointer, context.Context) (string, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 0 {
-				return nil, false, nil
-			}
-			v, err := m(r, ctx)
-			return boxString(v, into), true, err
-		}
-	case shapeBytes:
-		m := funcOf[func(unsafe.Pointer, context.Context) ([]byte, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 0 {
-				return nil, false, nil
-			}
-			v, err := m(r, ctx)
-			return boxBytes(v, into), true, err
-		}
-	case shapeWord:
-		m := funcOf[func(unsafe.Pointer, context.Context) (unsafe.Pointer, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 0 {
-				return nil, false, nil
-			}
-			v, err := m(r, ctx)
-			return boxWord(replyT, v), true, err
-		}
 	}
-	return nil
-}
-
-func withArg[A string | []byte | unsafe.Pointer](f unsafe.Pointer, reply int, replyT, argT unsafe.Pointer) direct {
-	switch reply {
-	case shapeNone:
-		m := funcOf[func(unsafe.Pointer, context.Context, A) error](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 1 {
-				return nil, false, nil
-			}
-			a, ok := argOf[A](args[0], argT)
-			if !ok {
-				return nil, false, nil
-			}
-			return nil, true, m(r, ctx, a)
+	m := funcOf[func(unsafe.Pointer, context.Context, A) error](f)
+	return func(r unsafe.Pointer, ctx context.Context, args []any, _ *Reply) (any, bool, error) {
+		if len(args) != 1 {
+			return nil, false, nil
 		}
-	case shapeString:
-		m := funcOf[func(unsafe.Pointer, context.Context, A) (string, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 1 {
-				return nil, false, nil
-			}
-			a, ok := argOf[A](args[0], argT)
-			if !ok {
-				return nil, false, nil
-			}
-			v, err := m(r, ctx, a)
-			return boxString(v, into), true, err
+		a, ok := argOf[A](args[0], argT)
+		if !ok {
+			return nil, false, nil
 		}
-	case shapeBytes:
-		m := funcOf[func(unsafe.Pointer, context.Context, A) ([]byte, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 1 {
-				return nil, false, nil
-			}
-			a, ok := argOf[A](args[0], argT)
-			if !ok {
-				return nil, false, nil
-			}
-			v, err := m(r, ctx, a)
-			return boxBytes(v, into), true, err
-		}
-	case shapeWord:
-		m := funcOf[func(unsafe.Pointer, context.Context, A) (unsafe.Pointer, error)](f)
-		return func(r unsafe.Pointer, ctx context.Context, args []any, into *Reply) (any, bool, error) {
-			if len(args) != 1 {
-				return nil, false, nil
-			}
-			a, ok := argOf[A](args[0], argT)
-			if !ok {
-				return nil, false, nil
-			}
-			v, err := m(r, ctx, a)
-			return boxWord(replyT, v), true, err
-		}
+		return nil, true, m(r, ctx, a)
 	}
-	return nil
 }

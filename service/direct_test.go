@@ -91,10 +91,31 @@ func (s shapes) Merge(_ context.Context, m map[string]int) (map[string]int, erro
 	return out, nil
 }
 
-// Shapes without a direct form: two arguments, a named string, an int.
-func (s shapes) Two(_ context.Context, a, b string) (string, error) { return a + b, nil }
-func (s shapes) Named(_ context.Context, n name) (name, error)      { return n + name(s.prefix), nil }
-func (s shapes) Number(_ context.Context, n int64) (int64, error)   { return n + 1, nil }
+// Numbers and bools.
+func (s shapes) Number(_ context.Context, n int64) (int64, error) { return n + 1, nil }
+func (s shapes) Widen(_ context.Context, n int32) (int64, error) {
+	if n < 0 {
+		return 0, errors.New("negative")
+	}
+	return int64(n) * 1 << 40, nil
+}
+func (s shapes) Narrow(_ context.Context, n int) (int32, error)     { return int32(n) - 1, nil }
+func (s shapes) Not(_ context.Context, b bool) (bool, error)        { return !b, nil }
+func (s shapes) Half(_ context.Context, f float64) (float64, error) { return f / 2, nil }
+func (s shapes) Len(_ context.Context, a string) (int, error)       { return len(a) + int(s.pad[0]), nil }
+func (s shapes) Mark(_ context.Context, f float64) (*item, error)   { return &item{N: int(f)}, nil }
+func (s shapes) Seven(context.Context) (int64, error)               { return 7 + s.pad[1], nil }
+func (s shapes) Check(_ context.Context, n int32) error {
+	if n == 13 {
+		panic("thirteen")
+	}
+	return nil
+}
+
+// Shapes without a direct form: two arguments, a named string, a uint.
+func (s shapes) Two(_ context.Context, a, b string) (string, error)   { return a + b, nil }
+func (s shapes) Named(_ context.Context, n name) (name, error)        { return n + name(s.prefix), nil }
+func (s shapes) Unsigned(_ context.Context, n uint16) (uint16, error) { return n + 1, nil }
 func (s shapes) Ctx(ctx context.Context, a string) (string, error) {
 	return ctx.Value(ctxKey{}).(string) + a, nil
 }
@@ -142,7 +163,9 @@ func callDirect(m *service.Method, rcvr reflect.Value, args []any, into *service
 func TestCallDirectMatchesCall(t *testing.T) {
 	direct := map[string]bool{"Ping": true, "Name": true, "Raw": true, "First": true, "Note": true, "Hello": true,
 		"ToBytes": true, "Lookup": true, "Store": true, "FromBytes": true, "Echo": true, "Count": true, "Put": true,
-		"Label": true, "Keys": true, "Next": true, "Merge": true, "Ctx": true, "Pointer": true}
+		"Label": true, "Keys": true, "Next": true, "Merge": true, "Ctx": true, "Pointer": true,
+		"Number": true, "Widen": true, "Narrow": true, "Not": true, "Half": true, "Len": true, "Mark": true,
+		"Seven": true, "Check": true}
 	argSets := [][]any{
 		nil,
 		{"world"}, {"fail"}, {"panic"}, {"none"}, {""},
@@ -150,6 +173,7 @@ func TestCallDirectMatchesCall(t *testing.T) {
 		{&item{N: 4}}, {&item{N: 0}}, {&item{N: -1}}, {(*item)(nil)},
 		{map[string]int{"a": 1}}, {map[string]int(nil)},
 		{nil}, {42}, {int64(42)}, {name("named")}, {"a", "b"}, {struct{}{}},
+		{int32(-5)}, {int32(13)}, {int32(1 << 30)}, {-7}, {true}, {false}, {2.5}, {float32(1)}, {uint16(3)}, {int64(-1)},
 	}
 	val := shapes{pad: [3]int64{1, 2, 3}, prefix: "p-"}
 	addressable := reflect.New(reflect.TypeFor[shapes]()).Elem()
@@ -321,5 +345,52 @@ func TestCallDirectGenericAndPromoted(t *testing.T) {
 		got, called := callDirect(m, rcvr, []any{"x"}, new(service.Reply))
 		require.True(t, called, "%T", impl)
 		require.Equal(t, want, got, "%T", impl)
+	}
+}
+
+// BenchmarkMethodCall compares the reflective call (Args and Call) with
+// CallDirect for a string, a []byte, a pointer and a number shape.
+func BenchmarkMethodCall(b *testing.B) {
+	p := &shapes{prefix: "p"}
+	tbl, err := service.TableFor(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rcvr := reflect.ValueOf(p)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		method string
+		args   []any
+	}{
+		{"Echo", []any{[]byte("payload")}},
+		{"Ctx", []any{"x"}},
+		{"Next", []any{&item{N: 1}}},
+		{"Widen", []any{int32(3)}},
+	} {
+		m, _ := tbl.Method(tc.method)
+		if tc.method == "Ctx" {
+			ctx = context.WithValue(ctx, ctxKey{}, "c")
+		}
+		b.Run(tc.method+"/reflect", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				a, err := m.Args(tc.args)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Call(ctx, rcvr, a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.method+"/direct", func(b *testing.B) {
+			b.ReportAllocs()
+			var into service.Reply
+			for b.Loop() {
+				if _, called, err := m.CallDirect(ctx, rcvr, tc.args, &into); !called || err != nil {
+					b.Fatal(called, err)
+				}
+			}
+		})
 	}
 }
