@@ -16,7 +16,7 @@ import (
 // Over lists of more than 8 providers a pick costs O(log² n) amortized
 // (O(log n) when the weights are equal) instead of the O(n) of adding every
 // weight: the current values are lines in the number of rounds, kept in a
-// kinetic tournament tree (rrTree) that recomputes a comparison only when
+// kinetic tournament tree (rrtree.go) that recomputes a comparison only when
 // one line overtakes another, and warm-up weight changes are applied when
 // they fall due (a heap of their times). The sequence is the one the
 // additions give; shorter lists are scanned.
@@ -27,6 +27,11 @@ import (
 // excluded turns in one pick, that pick and the next n (most of the list
 // is down) scan the list with the excluded providers sitting out (no weight
 // added, none of the total), as the O(n) algorithm always did.
+//
+// Lists of one method that share providers (routes) share their current
+// values: a list's tree holds them while it picks, and another list takes
+// them back first (O(n)); lists that take turns faster than n/8 picks are
+// scanned instead.
 //
 // A pick runs under a lock per service and method, so concurrent callers
 // never skew the sequence, and different methods never contend. The current
