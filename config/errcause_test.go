@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/registry/memory"
+	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -163,6 +165,43 @@ func TestDecodeFailureReachesTheCaller(t *testing.T) {
 	require.ErrorIs(t, err, status.ErrBadResponse)
 	require.NotErrorIs(t, err, status.ErrConnLost)
 	require.Equal(t, int64(1), b.calls.Load(), "an answered call is not retried")
+}
+
+// TestResponseOverLimitsReachesTheCaller: a response the consumer refuses
+// to decode (attachments over its limits) comes back as ErrBadResponse with
+// the decoder's own serialize.ErrLimit in it: the consumer decoded it, so
+// the cause is there for the caller to match.
+func TestResponseOverLimitsReachesTheCaller(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	many := protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+		res, err := next.Invoke(ctx, inv)
+		if res != nil {
+			res.Attachments = map[string]string{}
+			for i := range serialize.DefaultMapEntries + 1 {
+				res.Attachments[strconv.Itoa(i)] = "v"
+			}
+		}
+		return res, err
+	})
+	prov, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
+		Services:   map[string]config.ServiceConfig{"blob": {Interface: blobInterface}},
+	}, config.WithRegistry("mem", reg), config.WithLogger(logger(t)), config.WithFilters(config.ProviderFilters(many)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+	b := &blob{}
+	_, err = prov.Export(ctx, "blob", b)
+	require.NoError(t, err)
+
+	var c blobClient
+	referBlob(ctx, t, reg, dubbo.Options{}, config.ReferenceConfig{}, &c)
+	_, err = c.Make(ctx, 1)
+	require.ErrorIs(t, err, status.ErrBadResponse)
+	require.ErrorIs(t, err, serialize.ErrLimit)
+	require.ErrorContains(t, err, "attachments")
+	require.Equal(t, int64(1), b.calls.Load(), "answered, so not retried")
 }
 
 // TestSlowPeerReachesTheCaller: a provider that starts a response and
