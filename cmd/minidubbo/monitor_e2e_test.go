@@ -106,14 +106,17 @@ func TestMonitorEndToEnd(t *testing.T) {
 	fast := startProc(t, ctx, filepath.Join(dir, "provider"), "-registry", zkc.Address(), "-name", "fast", "-report-interval", "1s")
 	fastAddr := fast.line(t, serving)[1]
 	slow := startProc(t, ctx, filepath.Join(dir, "provider"), "-registry", zkc.Address(), "-name", "slow",
-		"-delay", "200ms", "-report-interval", "1s")
+		"-delay", "1m", "-report-interval", "1s")
 	slowAddr := slow.line(t, serving)[1]
 
 	// Round robin without retries: half the calls go to the slow provider
-	// and time out there.
+	// and time out there. Every call must reach its provider for the
+	// provider's counts below: a 50 ms timeout did not leave a loaded
+	// machine time enough to send every one (the slow provider counted
+	// 199 of 200), 2 s does; 40 callers keep the 200 slow calls short.
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-json",
-		"-loadbalance", "roundrobin", "-cluster", "failfast", "-calls", "400", "-concurrency", "4",
-		"-timeout", "50ms", "-report-interval", "1s")
+		"-loadbalance", "roundrobin", "-cluster", "failfast", "-calls", "400", "-concurrency", "40",
+		"-timeout", "2s", "-report-interval", "1s")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	var exit *exec.ExitError
@@ -161,7 +164,7 @@ func TestMonitorEndToEnd(t *testing.T) {
 	third := startProc(t, ctx, filepath.Join(dir, "provider"), "-registry", zkc.Address(), "-name", "third", "-delay", "1ms", "-report-interval", "1s")
 	thirdAddr := third.line(t, serving)[1]
 	cmd = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-json",
-		"-loadbalance", "roundrobin", "-duration", "7s", "-concurrency", "1", "-report-interval", "1s")
+		"-loadbalance", "roundrobin", "-duration", "7s", "-concurrency", "1", "-timeout", "10s", "-report-interval", "1s")
 	cmd.Stderr = os.Stderr
 	var consumerOut strings.Builder
 	cmd.Stdout = &consumerOut
