@@ -716,9 +716,18 @@ func (a *Application) shutdown(ctx context.Context, exports []*export, refs []*r
 		if a.shared[id] {
 			continue
 		}
-		if err := r.Close(); err != nil {
+		if err := closeRegistry(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("config: close registry %s: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// closeRegistry closes r, by ctx's end when r can be told (the ZooKeeper
+// registry's CloseContext), so that Shutdown leaves nothing running.
+func closeRegistry(ctx context.Context, r registry.Registry) error {
+	if c, ok := r.(interface{ CloseContext(context.Context) error }); ok {
+		return c.CloseContext(ctx)
+	}
+	return r.Close()
 }

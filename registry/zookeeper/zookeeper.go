@@ -73,6 +73,7 @@ type Registry struct {
 	quit   chan struct{}
 	loopWG sync.WaitGroup
 	subWG  sync.WaitGroup
+	socks  sockets
 
 	mu         sync.Mutex
 	closed     bool
@@ -246,13 +247,68 @@ func (z zkLogger) Printf(format string, args ...any) {
 
 // handshakeDialer dials like go-zookeeper's default dialer and bounds the
 // wait for the answer to a session handshake by limit (see handshakeConn).
-func handshakeDialer(limit time.Duration) zk.Dialer {
+// The connections are kept in socks (nil: not kept).
+func handshakeDialer(limit time.Duration, socks *sockets) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return &handshakeConn{Conn: c, limit: limit}, nil
+		hc := &handshakeConn{Conn: c, limit: limit, socks: socks}
+		if !socks.add(hc) {
+			c.Close()
+			return nil, ErrClosed
+		}
+		return hc, nil
+	}
+}
+
+// sockets are the open connections to ZooKeeper. zk.Conn.Close (v1.0.4)
+// does not close its socket: its goroutines wait for the server to answer
+// the close request, up to a receive timeout (two thirds of the session
+// timeout) when the server stopped answering. Registry.Close closes them
+// so that they end at once.
+type sockets struct {
+	mu     sync.Mutex
+	closed bool
+	open   map[*handshakeConn]struct{}
+}
+
+// add keeps c; false when the registry is closed.
+func (s *sockets) add(c *handshakeConn) bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.open == nil {
+		s.open = map[*handshakeConn]struct{}{}
+	}
+	s.open[c] = struct{}{}
+	return true
+}
+
+func (s *sockets) remove(c *handshakeConn) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.open, c)
+	s.mu.Unlock()
+}
+
+// close closes every open connection and refuses new ones.
+func (s *sockets) close() {
+	s.mu.Lock()
+	s.closed = true
+	open := s.open
+	s.open = nil
+	s.mu.Unlock()
+	for c := range open {
+		_ = c.Conn.Close()
 	}
 }
 
@@ -270,6 +326,13 @@ type handshakeConn struct {
 	net.Conn
 	limit time.Duration
 	done  atomic.Bool
+	socks *sockets
+}
+
+// Close implements net.Conn.
+func (c *handshakeConn) Close() error {
+	c.socks.remove(c)
+	return c.Conn.Close()
 }
 
 // SetReadDeadline implements net.Conn.
@@ -291,7 +354,7 @@ func (r *Registry) dialLocked() {
 	gen := r.gen
 	conn, _, err := zk.Connect(r.servers, r.opts.SessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
-		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3)),
+		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3, &r.socks)),
 		zk.WithLogger(zkLogger{r.log, r}),
 		zk.WithLogInfo(false),
 		zk.WithMaxBufferSize(r.opts.MaxBufferSize))
@@ -820,7 +883,18 @@ func (r *Registry) Unregister(ctx context.Context, u *protocol.URL) error {
 // Close deletes this process's nodes (when a session is up), stops every
 // subscription, closes the ZooKeeper connection (which ends the session)
 // and waits for its goroutines. It is idempotent.
-func (r *Registry) Close() error {
+//
+// It is bounded: when the registration loop or the deletes are still
+// waiting for ZooKeeper after Options.RegisterWait (a server that stopped
+// answering keeps a request for up to two thirds of the session timeout,
+// and the next ones for longer), Close drops the connection, which fails
+// those requests at once, and the nodes are left to expire with the
+// session. CloseContext also stops waiting when its context is done.
+func (r *Registry) Close() error { return r.CloseContext(context.Background()) }
+
+// CloseContext is Close, waiting for ZooKeeper at most until ctx is done
+// (and never longer than Close does).
+func (r *Registry) CloseContext(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -835,9 +909,50 @@ func (r *Registry) Close() error {
 		s.stop()
 	}
 	r.subs = map[*sub]struct{}{}
+	// Closed: the watchdog dials no more, so this is the last connection.
+	conn := r.conn
 	r.mu.Unlock()
-	r.loopWG.Wait()
 
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.loopWG.Wait()
+		r.deleteOwnOnClose()
+	}()
+	wait := time.NewTimer(r.opts.RegisterWait)
+	defer wait.Stop()
+	select {
+	case <-done:
+		if conn != nil {
+			conn.Close() // ends the session at once when ZooKeeper answers
+		}
+		r.socks.close()
+	case <-wait.C:
+		r.dropConn(conn, done, "after "+r.opts.RegisterWait.String())
+	case <-ctx.Done():
+		r.dropConn(conn, done, "when the context ended")
+	}
+	r.subWG.Wait()
+	return nil
+}
+
+// dropConn closes conn's sockets and then conn, failing the requests
+// still waiting for ZooKeeper, and waits for done. Closing the sockets
+// first spares zk.Conn.Close its wait (up to 1 s) for the server to
+// answer its close request.
+func (r *Registry) dropConn(conn *zk.Conn, done <-chan struct{}, when string) {
+	r.log.Warn("zookeeper: close: requests still waiting for ZooKeeper "+when+"; dropping the connection (this process's nodes go when the session expires)",
+		zap.String("address", r.address))
+	r.socks.close()
+	if conn != nil {
+		conn.Close()
+	}
+	<-done
+}
+
+// deleteOwnOnClose deletes this process's nodes when a session is up, so
+// that consumers see them go at once rather than when the session expires.
+func (r *Registry) deleteOwnOnClose() {
 	r.mu.Lock()
 	conn, sid, has := r.conn, r.sessionID, r.hasSession
 	paths := make([]string, 0, len(r.regs))
@@ -846,18 +961,17 @@ func (r *Registry) Close() error {
 	}
 	r.regs = map[string]*reg{}
 	r.mu.Unlock()
-	if has && conn != nil {
-		for _, p := range paths {
-			if err := r.deleteOwn(conn, p, sid); err != nil {
-				r.log.Warn("zookeeper: unregister on close failed", zap.String("node", p), zap.Error(err))
+	if !has || conn == nil {
+		return
+	}
+	for _, p := range paths {
+		if err := r.deleteOwn(conn, p, sid); err != nil {
+			r.log.Warn("zookeeper: unregister on close failed", zap.String("node", p), zap.Error(err))
+			if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrClosing) {
+				return
 			}
 		}
 	}
-	if conn != nil {
-		conn.Close()
-	}
-	r.subWG.Wait()
-	return nil
 }
 
 // sortedStrings returns a sorted copy.
