@@ -589,8 +589,13 @@ func (a *Application) Shutdown(ctx context.Context) error {
 }
 
 // shutdownGrace is how much sooner than Shutdown's deadline its steps
-// stop waiting (at most a tenth of the time it has).
-const shutdownGrace = 100 * time.Millisecond
+// stop waiting (at most a tenth of the time it has), leaving the steps
+// after a step that waited to its end (abandoning the calls still running
+// and counting them, closing the registries) time to run before Shutdown
+// returns. 100 ms was not enough on a loaded machine: Shutdown returned
+// while the references were still closing and no call was counted
+// abandoned.
+const shutdownGrace = time.Second
 
 // EmptyProtection returns, by reference id, the addresses of the
 // providers that empty protection keeps in use now: the registry lists

@@ -262,19 +262,19 @@ func waitExit(t *testing.T, cmd *exec.Cmd, bound time.Duration) error {
 }
 
 // TestRunExitsAfterSIGTERM: a real process with a method that ignores its
-// context gets SIGTERM; Run returns (the shutdown timeout is 1 s) and
-// reports the abandoned call.
+// context gets SIGTERM; Run returns (the shutdown timeout is 5 s, so the
+// steps after the wait have half a second) and reports the abandoned call.
 func TestRunExitsAfterSIGTERM(t *testing.T) {
-	cmd, lines, stderr := helper(t, time.Second)
+	cmd, lines, stderr := helper(t, 5*time.Second)
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	var out []string
 	for l := range lines {
 		out = append(out, l)
 	}
-	// Far below what a hang would take, far above the 1 s timeout.
+	// Far below what a hang would take, far above the 5 s timeout.
 	require.NoError(t, waitExit(t, cmd, 60*time.Second), "stderr: %s", stderr)
-	t.Logf("exited %v after SIGTERM (shutdown timeout 1 s): %q\nstderr:\n%s", time.Since(start), out, stderr)
+	t.Logf("exited %v after SIGTERM (shutdown timeout 5 s): %q\nstderr:\n%s", time.Since(start), out, stderr)
 	require.Len(t, out, 1, "stderr: %s", stderr)
 	require.Contains(t, out[0], "run returned:")
 	require.Contains(t, out[0], "context deadline exceeded")
