@@ -282,22 +282,30 @@ func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]s
 	m := make(map[string]string, min(n, 8))
 	total := 0
 	for i := range n {
-		kb, err := d.stringBytes()
+		kb, vb, err := d.entry(l, i, &total)
 		if err != nil {
-			return nil, err
-		}
-		vb, err := d.stringBytes()
-		if err != nil {
-			return nil, err
-		}
-		total += len(kb) + len(vb)
-		if err := l.checkBytes(i+1, total, kb, vb); err != nil {
 			return nil, err
 		}
 		k := in.Intern(kb, "")
 		m[k] = in.Intern(vb, k)
 	}
 	return m, nil
+}
+
+// entry reads the key and value of a map's entry i in place, adds their
+// sizes to *total and checks them against l.
+func (d *msgpackDecoder) entry(l MapLimits, i int, total *int) (kb, vb []byte, err error) {
+	if kb, err = d.stringBytes(); err != nil {
+		return nil, nil, err
+	}
+	if vb, err = d.stringBytes(); err != nil {
+		return nil, nil, err
+	}
+	*total += len(kb) + len(vb)
+	if err := l.checkBytes(i+1, *total, kb, vb); err != nil {
+		return nil, nil, err
+	}
+	return kb, vb, nil
 }
 
 // decodeMapKept decodes a map of n entries, from start in the body, with
@@ -307,16 +315,8 @@ func (d *msgpackDecoder) decodeMapKept(l MapLimits, in MapInterner, n, start int
 	var kv [2 * maxKeptMap][]byte
 	total := 0
 	for i := range n {
-		kb, err := d.stringBytes()
+		kb, vb, err := d.entry(l, i, &total)
 		if err != nil {
-			return nil, err
-		}
-		vb, err := d.stringBytes()
-		if err != nil {
-			return nil, err
-		}
-		total += len(kb) + len(vb)
-		if err := l.checkBytes(i+1, total, kb, vb); err != nil {
 			return nil, err
 		}
 		kv[2*i], kv[2*i+1] = kb, vb
