@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,7 +34,7 @@ services:
 	require.NoError(t, err)
 	app, err := config.New(c, config.WithLogger(logger(t)))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = app.Shutdown(ctx) })
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
 	u, err := app.Export(ctx, "named", named{name: "secure"})
 	require.NoError(t, err)
 
@@ -72,7 +73,7 @@ references:
 	require.NoError(t, err)
 	app, err := config.New(c, config.WithLogger(logger(t)))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = app.Shutdown(ctx) })
+	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
 	u, err := app.Export(ctx, "named", named{name: "rooted"})
 	require.NoError(t, err)
 	kids, _, err := raw.Children("/shop/" + e2eInterface + "/providers")
