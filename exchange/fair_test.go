@@ -91,19 +91,27 @@ func (g *greedy) close() {
 	})
 }
 
-// p99 makes n calls one after the other and returns the 99th percentile
-// of their latencies.
-func p99(t *testing.T, ctx context.Context, c *exchange.Client, n int) time.Duration {
-	lat := make([]time.Duration, n)
-	for i := range lat {
-		start := time.Now()
-		got, err := call(ctx, c, "polite")
-		lat[i] = time.Since(start)
-		require.NoError(t, err)
-		require.Equal(t, "polite", got)
+// latencies makes n calls on each of two clients, one call at a time and
+// taking turns (a, b, a, b, ...), and returns each client's latencies,
+// sorted. Both are measured in the same window, so a stall of a machine
+// busy with other work falls on either alike.
+func latencies(t *testing.T, ctx context.Context, a, b *exchange.Client, n int) (la, lb []time.Duration) {
+	la, lb = make([]time.Duration, n), make([]time.Duration, n)
+	for i := range n {
+		for _, m := range []struct {
+			c   *exchange.Client
+			lat []time.Duration
+		}{{a, la}, {b, lb}} {
+			start := time.Now()
+			got, err := call(ctx, m.c, "polite")
+			m.lat[i] = time.Since(start)
+			require.NoError(t, err)
+			require.Equal(t, "polite", got)
+		}
 	}
-	slices.Sort(lat)
-	return lat[n*99/100]
+	slices.Sort(la)
+	slices.Sort(lb)
+	return la, lb
 }
 
 // TestGreedyConnectionDoesNotStarvePolite: one connection keeps 1,000
@@ -111,7 +119,8 @@ func p99(t *testing.T, ctx context.Context, c *exchange.Client, n int) time.Dura
 // all of them wait in the queue; another connection makes one call at a
 // time. Workers take the connections in turn, so the polite calls wait
 // for about one request, not for the greedy connection's whole queue: the
-// polite p99 stays within a few times its unloaded p99. (Before fair
+// polite p99 stays within a few times the p99 of the same calls to a
+// second, unloaded provider, measured in the same window. (Before fair
 // queueing it was 40-120 times.) The handler waits 5 ms, like a method
 // waiting for a database, so the ratio measures the queue, not the CPU.
 func TestGreedyConnectionDoesNotStarvePolite(t *testing.T) {
@@ -125,16 +134,18 @@ func TestGreedyConnectionDoesNotStarvePolite(t *testing.T) {
 		return f, nil
 	})
 	s, addr := serve(t, h, &exchange.Options{Workers: workers})
-	polite := dial(t, addr, nil)
-	p99(t, ctx, polite, 10) // warm up
-	unloaded := p99(t, ctx, polite, calls)
+	// The reference: a provider alike, in the same process, that only
+	// the polite calls reach.
+	_, refAddr := serve(t, h, &exchange.Options{Workers: workers})
+	polite, ref := dial(t, addr, nil), dial(t, refAddr, nil)
+	latencies(t, ctx, polite, ref, 10) // warm up
 
 	g := startGreedy(t, addr, inFlight, "greedy")
 	// Nearly all of the greedy requests are held: queued behind the
 	// workers.
 	require.Eventually(t, func() bool { return s.Held() >= inFlight-workers }, 30*time.Second, time.Millisecond)
 	before, start := g.answered.Load(), time.Now()
-	loaded := p99(t, ctx, polite, calls)
+	la, lr := latencies(t, ctx, polite, ref, calls)
 	answered, window := g.answered.Load()-before, time.Since(start)
 	g.close()
 	// A greedy request waits, on average, for the greedy connection's
@@ -142,17 +153,24 @@ func TestGreedyConnectionDoesNotStarvePolite(t *testing.T) {
 	// the same window. Without fair queueing a polite call waits for that
 	// queue too.
 	greedyWait := time.Duration(float64(window) * inFlight / float64(max(answered, 1)))
-	t.Logf("polite p99: %v unloaded, %v beside a connection with %d requests in flight (%.1fx); the greedy connection had %d answers meanwhile, its requests waited %v on average",
-		unloaded, loaded, inFlight, float64(loaded)/float64(unloaded), answered, greedyWait)
+	loaded, reference := la[calls*99/100], lr[calls*99/100]
+	t.Logf("polite p50 %v, p99 %v beside a connection with %d requests in flight; p50 %v, p99 %v to the unloaded reference in the same window (p99 %.1fx); the greedy connection had %d answers meanwhile, its requests waited %v on average",
+		la[calls/2], loaded, inFlight, lr[calls/2], reference, float64(loaded)/float64(reference), answered, greedyWait)
 	require.Greater(t, answered, int64(calls), "the greedy connection kept its share")
-	// Measured in the same window, so a machine slowed by other work
-	// slows both: the polite calls wait for about one request, well under
-	// half of the greedy connection's queue (seen: 5-20 times less).
-	require.LessOrEqual(t, loaded, greedyWait/2, "the polite calls waited for the greedy queue")
-	// Against the unloaded p99, measured earlier: 3-5x on a quiet
-	// machine, up to 11x seen with the machine loaded by other processes
-	// (load 20 on 2 cores); 40-120x before fair queueing.
-	require.LessOrEqual(t, loaded, 20*unloaded)
+	// The polite calls wait for about one request (their median: the
+	// reference's plus about 5 ms), not for the greedy connection's queue:
+	// without fair queueing their median would be that queue's wait. (The
+	// median, not the p99: a p99 of 200 calls is their third slowest, and
+	// under load a few calls stalled by the machine took more than half of
+	// the greedy wait, which is an average.)
+	require.LessOrEqual(t, la[calls/2], greedyWait/4, "the polite calls waited for the greedy queue")
+	// Their p99 stays within a few times the reference's p99 (40-120x
+	// before fair queueing). The reference is measured in the same window,
+	// taking turns with the loaded calls, not before the load: an unloaded
+	// p99 measured earlier made the ratio depend on how busy the machine
+	// was at each moment (0.9-7.4x in 8 runs under -race beside other
+	// tests; 0.5-3.7x against the reference, in 22 runs).
+	require.LessOrEqual(t, loaded, 20*reference, "the polite calls against the unloaded reference")
 }
 
 // TestConnectionsTakeTurns: with one worker and a full queue, a request
