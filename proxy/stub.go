@@ -19,6 +19,10 @@ var (
 	valueType   = reflect.TypeFor[reflect.Value]()
 )
 
+// reflectiveStubs makes Refer fill every field through reflect.MakeFunc,
+// for the tests that compare both kinds of stub.
+var reflectiveStubs bool
+
 // ErrNilContext is returned by a stub called with a nil context.
 var ErrNilContext = errors.New("proxy: nil context")
 
@@ -41,8 +45,11 @@ var ErrNilContext = errors.New("proxy: nil context")
 // provider is a *service.Error with Remote set (see errors.As).
 //
 // Everything a call needs is resolved here, once; a call allocates a
-// single frame for its invocation, arguments and reply, plus what
-// reflect.MakeFunc needs to pass the arguments in.
+// single frame for its invocation, arguments and reply. A field with at
+// most one argument after the context, whose argument and reply are each
+// a string, a slice, a pointer, a map, a bool, a float64 or a 32- or
+// 64-bit integer, is filled with a plain func; other fields go through
+// reflect.MakeFunc, which adds what it needs to pass the arguments in.
 func Refer(stub any, inv protocol.Invoker) error {
 	if inv == nil {
 		return errors.New("proxy: refer: nil invoker")
@@ -101,6 +108,10 @@ func Refer(stub any, inv protocol.Invoker) error {
 		return fmt.Errorf("proxy: refer %s: no func fields to fill", pv.Type())
 	}
 	for i, f := range fields {
+		if fn, ok := calls[i].direct(f.Type()); ok && !reflectiveStubs {
+			f.Set(fn)
+			continue
+		}
 		f.Set(reflect.MakeFunc(f.Type(), calls[i].call))
 	}
 	return nil
