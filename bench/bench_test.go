@@ -57,3 +57,28 @@ func TestParseRows(t *testing.T) {
 		}
 	}
 }
+
+func TestRatioCell(t *testing.T) {
+	q := func(v ...float64) []result {
+		var rs []result
+		for _, x := range v {
+			rs = append(rs, result{QPS: x})
+		}
+		return rs
+	}
+	// Per-round shares 0.5, 0.8, 0.6: median 0.6, not the ratio of the
+	// medians (500/1000).
+	if got, want := ratioCell(q(500, 400, 600), q(1000, 500, 1000)), "0.60 (0.50–0.80)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	// The share is taken within a round: raw slower in round 2 too.
+	if got, want := ratioCell(q(500, 250), q(1000, 500)), "0.50 (0.50–0.50)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := ratioCell(q(700), q(1000)), "0.70"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := ratioCell(q(700), q(0)), "0.00"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

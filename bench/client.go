@@ -49,10 +49,14 @@ const (
 	stopped
 )
 
+// latencyBatch is how many latencies a caller gathers before adding them
+// to the run's histogram.
+const latencyBatch = 1024
+
 // runClient makes one closed-loop run: a fixed number of callers, each
 // calling again as soon as its reply arrives, over one caller (connection
-// pool) for the whole process. Every latency of the recorded window is kept
-// and put in one histogram at the end.
+// pool) for the whole process. Every latency of the recorded window goes
+// into one histogram.
 func runClient(a clientArgs) error {
 	s, err := lookup(a.system)
 	if err != nil {
@@ -73,14 +77,29 @@ func runClient(a clientArgs) error {
 	var total atomic.Int64 // calls started, for the max-calls bound
 	var errCount atomic.Int64
 	var firstErr atomic.Value
-	lat := make([][]int64, a.callers)
+	// Every recorded latency goes into one histogram. A caller gathers
+	// its latencies in a small buffer and adds them to the histogram
+	// under hmu when the buffer is full (one lock per latencyBatch
+	// calls), so the load client's heap stays a few MiB at any number
+	// of callers: it allocates and collects garbage as an application
+	// of modest heap would, for every system alike.
+	h := hdrhistogram.New(1, int64(time.Minute), 3)
+	var hmu sync.Mutex
+	var n int64
+	record := func(ds []int64) {
+		hmu.Lock()
+		for _, d := range ds {
+			_ = h.RecordValue(d)
+		}
+		n += int64(len(ds))
+		hmu.Unlock()
+	}
 	var wg sync.WaitGroup
-	perCaller := max(int(a.maxCalls/int64(a.callers)), 16)
 	for i := range a.callers {
 		req := bytes.Repeat([]byte{byte('a' + i%26)}, a.size)
 		wg.Go(func() {
-			own := make([]int64, 0, min(perCaller, 1<<16))
-			defer func() { lat[i] = own }()
+			own := make([]int64, 0, latencyBatch)
+			defer func() { record(own) }()
 			for ctx.Err() == nil && total.Add(1) <= a.maxCalls {
 				p := phase.Load()
 				if p == stopped {
@@ -99,6 +118,10 @@ func runClient(a clientArgs) error {
 				}
 				if p == recording {
 					own = append(own, int64(d))
+					if len(own) == cap(own) {
+						record(own)
+						own = own[:0]
+					}
 				}
 			}
 		})
@@ -113,14 +136,6 @@ func runClient(a clientArgs) error {
 	cpu1, srv1 := selfCPU(), procCPU(a.serverPID)
 	wg.Wait()
 
-	h := hdrhistogram.New(1, int64(time.Minute), 3)
-	var n int64
-	for _, l := range lat {
-		for _, d := range l {
-			_ = h.RecordValue(d)
-			n++
-		}
-	}
 	res := result{
 		System: a.system, Callers: a.callers, Size: a.size,
 		Calls: n, Errors: errCount.Load(), Seconds: elapsed.Seconds(),

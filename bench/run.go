@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -221,19 +222,16 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 	fmt.Printf("\n%s, %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s; %d connections per client, %v recorded per run after %v warm-up, median of %d interleaved rounds (%v in all)\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOMAXPROCS(0),
 		runtime.GOOS, runtime.GOARCH, runtime.Version(), conns, duration, warmup, reps, time.Since(start).Round(time.Second))
-	fmt.Println("| callers @ payload | system | calls/s | × raw | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call |")
+	fmt.Println("| callers @ payload | system | calls/s | × raw (min–max of rounds) | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		base := 0.0
-		if rs := results[key(r, "raw")]; len(rs) > 0 {
-			base = median(rs, func(x result) float64 { return x.QPS })
-		}
+		raw := results[key(r, "raw")]
 		for _, n := range names {
 			rs := results[key(r, n)]
 			q := median(rs, func(x result) float64 { return x.QPS })
 			ratio := "–"
-			if base > 0 {
-				ratio = fmt.Sprintf("%.2f", q/base)
+			if len(raw) == len(rs) && len(rs) > 0 {
+				ratio = ratioCell(rs, raw)
 			}
 			var failed, calls int64
 			for _, x := range rs {
@@ -284,6 +282,29 @@ func runOne(self string, s *serverProc, r row, conns int, warmup, duration time.
 		return res, errors.New("no call succeeded: " + res.FirstError)
 	}
 	return res, nil
+}
+
+// ratioCell is a system's share of the raw baseline: the median over the
+// rounds of its calls/s divided by raw's in the same round (each round
+// runs a row's systems one after the other, so a change of the machine's
+// load between rounds cancels out), and, with more than one round, the
+// lowest and highest of those per-round shares.
+func ratioCell(rs, raw []result) string {
+	shares := make([]result, len(rs))
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := range rs {
+		x := 0.0
+		if raw[i].QPS > 0 {
+			x = rs[i].QPS / raw[i].QPS
+		}
+		shares[i].QPS = x
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	m := median(shares, func(x result) float64 { return x.QPS })
+	if len(rs) == 1 {
+		return fmt.Sprintf("%.2f", m)
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", m, lo, hi)
 }
 
 func median(rs []result, f func(result) float64) float64 {

@@ -1,0 +1,38 @@
+#!/bin/bash
+# prof.sh SYSTEM CALLERS SIZE OUTDIR [DUR]
+# starts server with cpu profile, runs client with cpu profile, perf stat both during recorded window
+set -u
+sys=$1; callers=$2; size=$3; out=$4; dur=${5:-5}
+B=${B:-/tmp/pa/bench}
+mkdir -p $out; rm -f $out/in; mkfifo $out/in
+$B -serve $sys ${SRVFLAGS:-} -cpuprofile $out/srv.prof < $out/in > $out/srv.out 2>$out/srv.err &
+spid=$!
+exec 3>$out/in
+for i in $(seq 100); do grep -q READY $out/srv.out 2>/dev/null && break; sleep 0.1; done
+read _ addr info < $out/srv.out
+EV=task-clock,page-faults,context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_read,syscalls:sys_enter_nanosleep,syscalls:sys_enter_sched_yield,syscalls:sys_enter_tgkill,syscalls:sys_enter_madvise,syscalls:sys_enter_getrusage${EXTRA:+,$EXTRA}
+$B -client $sys -addr $addr -info "$info" -server-pid $spid -callers $callers -size $size -warmup 1s -duration ${dur}s ${CLIFLAGS:-} -cpuprofile $out/cli.prof > $out/cli.json 2>$out/cli.err &
+cpid=$!
+sleep 1.3
+perf stat -x, -e $EV -p $spid -- sleep $((dur-1)) 2> $out/srv.stat &
+p1=$!
+perf stat -x, -e $EV -p $cpid -- sleep $((dur-1)) 2> $out/cli.stat &
+p2=$!
+wait $p1 $p2 $cpid
+exec 3>&-
+wait $spid
+python3 - "$out" "$((dur-1))" <<'PY'
+import json,sys
+out,win=sys.argv[1],float(sys.argv[2])
+r=json.load(open(out+"/cli.json"))
+calls=r["qps"]*win
+print(f'{r["system"]} callers {r["callers"]} size {r["size"]}: {r["qps"]:.0f}/s p50 {r["p50_us"]:.0f} cli {r["client_cpu_us_per_call"]:.1f} srv {r["server_cpu_us_per_call"]:.1f} µs/call errs {r["errors"]}')
+for side in ("srv","cli"):
+    d={}
+    for l in open(f"{out}/{side}.stat"):
+        f=l.strip().split(",")
+        if len(f)>3 and f[0] and f[0][0].isdigit():
+            d[f[2]]=float(f[0])
+    s=" ".join(f'{k.replace("syscalls:sys_enter_","").replace("raw_syscalls:sys_enter","sys").replace("probe_bench:","")}={(v/calls*(1 if k!="task-clock" else 1000)):.3g}' for k,v in d.items())
+    print(f'  {side}/call: {s}')
+PY
