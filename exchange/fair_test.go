@@ -471,3 +471,60 @@ func TestBlockedRequestDoesNotHoldItsConnection(t *testing.T) {
 	}
 	require.LessOrEqual(t, s.Workers(), 4)
 }
+
+// Requests that arrive together on one connection run one after another
+// on the goroutine that reads it while they are quick; one that blocks
+// among them does not hold up those read behind it: they are all
+// answered while it waits.
+func TestRequestsReadTogetherPassABlockedOne(t *testing.T) {
+	h := newEcho()
+	_, addr := serve(t, h, &exchange.Options{Workers: 4})
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+
+	// 5 quick requests, the blocking one (id 6), 20 quick ones: one write.
+	const n, blockID = 26, 6
+	var out []byte
+	for id := uint64(1); id <= n; id++ {
+		body := fmt.Sprint("q", id)
+		if id == blockID {
+			body = "block"
+		}
+		frame := make([]byte, exchange.HeaderSize+len(body))
+		h := exchange.Header{Request: true, TwoWay: true, Serializer: 27, ID: id, Length: uint32(len(body))}
+		h.Put(frame)
+		copy(frame[exchange.HeaderSize:], body)
+		out = append(out, frame...)
+	}
+	_, err = conn.Write(out)
+	require.NoError(t, err)
+
+	r := bufio.NewReader(conn)
+	answer := func() (uint64, string) {
+		var hdr [exchange.HeaderSize]byte
+		_, err := io.ReadFull(r, hdr[:])
+		require.NoError(t, err)
+		h, err := exchange.ParseHeader(hdr[:])
+		require.NoError(t, err)
+		require.False(t, h.Request)
+		require.Equal(t, status.OK, h.Status)
+		body := make([]byte, h.Length)
+		_, err = io.ReadFull(r, body)
+		require.NoError(t, err)
+		return h.ID, string(body)
+	}
+	seen := map[uint64]bool{}
+	for range n - 1 {
+		id, body := answer()
+		require.NotEqual(t, uint64(blockID), id, "the blocked request answered before its release")
+		require.Equal(t, fmt.Sprint("q", id), body)
+		require.False(t, seen[id], "request %d answered twice", id)
+		seen[id] = true
+	}
+	close(h.release)
+	id, body := answer()
+	require.Equal(t, uint64(blockID), id)
+	require.Equal(t, "block", body)
+}

@@ -159,6 +159,11 @@ type connState struct {
 	unclaimed atomic.Uint64
 	nearSince atomic.Int64
 	turn      uint64
+	// slow is set when the connection's last request run by runNear
+	// took longer than nearQuick: then a request read with more of the
+	// connection behind it goes to a worker (leader/follower) instead
+	// of holding up the ones behind it.
+	slow atomic.Bool
 }
 
 // A request may run on the goroutine that read it, with its connection
@@ -167,6 +172,12 @@ const (
 	nearGrace = time.Millisecond
 	nearTick  = time.Millisecond
 )
+
+// nearQuick is how long a request may take for the next requests of its
+// connection, already read, to be run one after another on the
+// goroutine that reads it, as raw TCP's server does, instead of each
+// handing the reading on to a worker (a goroutine wake-up per request).
+const nearQuick = 50 * time.Microsecond
 
 // job is a request read and waiting for a worker, or (resume) a detached
 // connection for an idle worker to read on.
@@ -480,9 +491,9 @@ type serverHandler struct{ s *Server }
 
 // Serve runs on the connection's reader. When nothing is queued it runs
 // the request itself: with the connection unread when no more of it has
-// arrived (runNear; the watcher has another goroutine read on if the
-// request takes long), else handing the reading to an idle worker first
-// (inline). Otherwise it queues the request for a worker, waiting for a
+// arrived or the connection's last request was quick (runNear; the
+// watcher has another goroutine read on if the request takes long), else
+// handing the reading to an idle worker first (inline). Otherwise it queues the request for a worker, waiting for a
 // place when the queue is full: while it waits the connection is not
 // read.
 func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
@@ -533,10 +544,10 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		return
 	}
 	if s.queued == 0 {
-		if conn.Buffered() == 0 && s.reserve() {
-			// Nothing more to read yet: run the request here and read
-			// on after it, like a server without workers, unless it
-			// takes long.
+		if (conn.Buffered() == 0 || !cs.slow.Load()) && s.reserve() {
+			// Nothing more to read yet, or the connection's requests
+			// are quick: run the request here and read on after it,
+			// like a server without workers, unless it takes long.
 			s.mu.Unlock()
 			s.runNear(cs, j)
 			return
@@ -600,6 +611,7 @@ func (s *Server) runNear(cs *connState, j job) {
 		s.watchWake <- struct{}{} // never blocks: one wake per park
 	}
 	s.run(j)
+	cs.slow.Store(time.Since(j.recv) > nearQuick)
 	if cs.unclaimed.CompareAndSwap(turn, 0) {
 		j.conn.Reattach()
 		// Give the place back, and start a worker if requests were
