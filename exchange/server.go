@@ -159,8 +159,8 @@ type connState struct {
 	unclaimed atomic.Uint64
 	nearSince atomic.Int64
 	turn      uint64
-	// slow is set when the connection's last request run by runNear
-	// took longer than nearQuick: then a request read with more of the
+	// slow is set when the connection's last request run by its reader
+	// (runNear, inline) took longer than nearQuick: then a request read with more of the
 	// connection behind it goes to a worker (leader/follower) instead
 	// of holding up the ones behind it.
 	slow atomic.Bool
@@ -581,13 +581,20 @@ func (s *Server) inline(cs *connState, j job) {
 	j.conn.Detach()
 	s.direct <- job{conn: j.conn, resume: true} // never blocks, as in enqueue
 	if pooled {
-		s.run(j) // work counts it out of held when Resume returns
+		s.runTimed(j) // work counts it out of held when Resume returns
 		return
 	}
 	s.wg.Add(1)
 	defer s.wg.Done()
-	s.run(j)
+	s.runTimed(j)
 	s.workLoop(true)
+}
+
+// runTimed is run for a request its reader ran (runNear, inline): it
+// records whether it was quick, for the connection's next requests.
+func (s *Server) runTimed(j job) {
+	s.run(j)
+	j.cs.slow.Store(time.Since(j.recv) > nearQuick)
 }
 
 // reserve takes a worker's place for a request run inline without a
@@ -610,8 +617,7 @@ func (s *Server) runNear(cs *connState, j job) {
 	if s.watchParked.Load() && s.watchParked.CompareAndSwap(true, false) {
 		s.watchWake <- struct{}{} // never blocks: one wake per park
 	}
-	s.run(j)
-	cs.slow.Store(time.Since(j.recv) > nearQuick)
+	s.runTimed(j)
 	if cs.unclaimed.CompareAndSwap(turn, 0) {
 		j.conn.Reattach()
 		// Give the place back, and start a worker if requests were
