@@ -31,6 +31,12 @@ type Client struct {
 	mu      sync.Mutex
 	pending map[uint64]*call
 	err     error // set once the connection is gone
+	// timed holds the pending synchronous calls that have a deadline,
+	// soonest first; one timer (expiry), armed for the soonest, ends them
+	// at their deadlines, instead of a timer per call.
+	timed   deadlines
+	expiry  *time.Timer
+	armedAt int64 // when expiry fires (clock), 0 when it is not armed
 
 	readOnly atomic.Bool
 	late     atomic.Uint64
@@ -47,9 +53,90 @@ type call struct {
 
 	async   bool
 	stopCtx func() bool
+
+	// A synchronous call with a deadline: its place in Client.timed (-1
+	// when not there), the deadline (clock) and, for its timeout error,
+	// how long it was given and whether by the context.
+	slot     int
+	id       uint64
+	deadline int64
+	d        time.Duration
+	fromCtx  bool
 }
 
-var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1), slot: -1} }}
+
+// epoch is the origin of clock.
+var epoch = time.Now()
+
+// clock reads the monotonic clock, in nanoseconds since epoch.
+func clock() int64 { return int64(time.Since(epoch)) }
+
+// deadlines is a binary heap of calls by deadline; each call knows its
+// slot, so that a call that ends otherwise leaves it in O(log n).
+type deadlines []*call
+
+func (h deadlines) less(i, j int) bool { return h[i].deadline < h[j].deadline }
+
+func (h deadlines) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].slot, h[j].slot = i, j
+}
+
+func (h deadlines) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h deadlines) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+func (h *deadlines) push(cl *call) {
+	cl.slot = len(*h)
+	*h = append(*h, cl)
+	h.up(cl.slot)
+}
+
+// drop takes cl out of the heap, if it is there.
+func (h *deadlines) drop(cl *call) {
+	i := cl.slot
+	if i < 0 {
+		return
+	}
+	cl.slot = -1
+	last := len(*h) - 1
+	if i != last {
+		(*h)[i] = (*h)[last]
+		(*h)[i].slot = i
+	}
+	(*h)[last] = nil
+	*h = (*h)[:last]
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+}
 
 // finish hands the outcome to the waiter; it runs once per call, by whoever
 // removed the call from the pending map.
@@ -205,6 +292,13 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 		return 0, err
 	}
 	c.pending[id] = cl
+	cl.id = id
+	if !cl.async && !deadline.IsZero() {
+		c.timed.push(cl)
+		if c.armedAt == 0 || cl.deadline < c.armedAt {
+			c.arm(cl.deadline)
+		}
+	}
 	c.mu.Unlock()
 	if err := c.conn.SendWait(ctx, deadline, f); err != nil {
 		if c.remove(id) {
@@ -225,10 +319,47 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 // in which case the caller owns the call's completion.
 func (c *Client) remove(id uint64) bool {
 	c.mu.Lock()
-	_, ok := c.pending[id]
-	delete(c.pending, id)
+	cl, ok := c.pending[id]
+	if ok {
+		delete(c.pending, id)
+		c.timed.drop(cl)
+	}
 	c.mu.Unlock()
 	return ok
+}
+
+// arm sets the expiry timer to fire at clock time at; c.mu is held.
+func (c *Client) arm(at int64) {
+	c.armedAt = at
+	d := time.Duration(at - clock())
+	if c.expiry == nil {
+		c.expiry = time.AfterFunc(d, c.expire)
+		return
+	}
+	c.expiry.Reset(d)
+}
+
+// expire ends the calls whose deadline has passed with their timeout
+// errors, and arms the timer for the next deadline.
+func (c *Client) expire() {
+	var ended []*call
+	c.mu.Lock()
+	c.armedAt = 0
+	now := clock()
+	for len(c.timed) > 0 && c.timed[0].deadline <= now {
+		cl := c.timed[0]
+		c.timed.drop(cl)
+		delete(c.pending, cl.id)
+		ended = append(ended, cl)
+	}
+	if len(c.timed) > 0 && c.err == nil {
+		c.arm(c.timed[0].deadline)
+	}
+	c.mu.Unlock()
+	for _, cl := range ended {
+		cl.err = timeoutError(cl.d, cl.fromCtx)
+		cl.finish()
+	}
 }
 
 // Call sends the request frame f (built with NewFrame, body appended,
@@ -248,39 +379,27 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	cl := calls.Get().(*call)
 	var dl time.Time
 	if hasDeadline {
+		// The client's expiry timer ends the call at dl (see expire).
 		dl = time.Now().Add(d)
+		cl.deadline, cl.d, cl.fromCtx = int64(dl.Sub(epoch)), d, fromCtx
 	}
 	id, err := c.prepare(ctx, dl, d, fromCtx, cl, ser, f)
 	if err != nil {
 		calls.Put(cl)
 		return nil, err
 	}
-	var timerC <-chan time.Time
-	if hasDeadline {
-		if cl.timer == nil {
-			cl.timer = time.NewTimer(time.Until(dl))
-		} else {
-			cl.timer.Reset(time.Until(dl))
+	if done := ctx.Done(); done == nil {
+		<-cl.done
+	} else {
+		select {
+		case <-cl.done:
+		case <-done:
+			if c.remove(id) {
+				cl.err = ctxError(ctx, ctxLeft(ctx, d, fromCtx))
+			} else {
+				<-cl.done
+			}
 		}
-		timerC = cl.timer.C
-	}
-	select {
-	case <-cl.done:
-	case <-timerC:
-		if c.remove(id) {
-			cl.err = timeoutError(d, fromCtx)
-		} else {
-			<-cl.done
-		}
-	case <-ctx.Done():
-		if c.remove(id) {
-			cl.err = ctxError(ctx, ctxLeft(ctx, d, fromCtx))
-		} else {
-			<-cl.done
-		}
-	}
-	if hasDeadline {
-		cl.timer.Stop()
 	}
 	resp, err := cl.frame, cl.err
 	cl.frame, cl.err = nil, nil
@@ -354,7 +473,7 @@ var errResultTaken = errors.New("exchange: the future's result was already taken
 // that ends like Call would. The deadline runs from now; cancelling ctx
 // ends the call.
 func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) *Future {
-	cl := &call{done: make(chan struct{}), async: true}
+	cl := &call{done: make(chan struct{}), async: true, slot: -1}
 	fut := &Future{cl: cl}
 	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
@@ -413,7 +532,10 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 func (c *Client) complete(id uint64, f *transport.Buffer) {
 	c.mu.Lock()
 	cl := c.pending[id]
-	delete(c.pending, id)
+	if cl != nil {
+		delete(c.pending, id)
+		c.timed.drop(cl)
+	}
 	c.mu.Unlock()
 	if cl == nil {
 		c.late.Add(1)
@@ -490,6 +612,14 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 	c.err = clientErr
 	pending := c.pending
 	c.pending = map[uint64]*call{}
+	for _, cl := range c.timed {
+		cl.slot = -1
+	}
+	c.timed = nil
+	if c.expiry != nil {
+		c.expiry.Stop()
+		c.armedAt = 0
+	}
 	c.mu.Unlock()
 	for _, cl := range pending {
 		cl.err = callErr

@@ -635,3 +635,106 @@ func TestShutdownAbandonsStuckHandler(t *testing.T) {
 	}
 	close(stuck)
 }
+
+// TestMixedTimeouts: calls with different timeouts, from the timeout
+// argument or from their contexts, sent in no order of deadline to a
+// provider that does not answer, each end with a timeout error that names
+// its own timeout and source; then nothing stays pending or timed, and a
+// call after them is answered.
+func TestMixedTimeouts(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, &exchange.Options{MaxConcurrent: 1000})
+	c := dial(t, addr, nil)
+	timeouts := []time.Duration{300, 20, 150, 5, 80, 250, 40, 10, 200, 60, 120, 30}
+	var wg sync.WaitGroup
+	for i, ms := range timeouts {
+		for _, byCtx := range []bool{false, true} {
+			wg.Go(func() {
+				d := ms * time.Millisecond
+				cctx, timeout := ctx, d
+				if byCtx {
+					var cancel context.CancelFunc
+					cctx, cancel = context.WithTimeout(ctx, d)
+					defer cancel()
+					timeout = time.Hour
+				}
+				_, err := c.Call(cctx, timeout, 27, request("block"))
+				var te *status.TimeoutError
+				if !errors.As(err, &te) {
+					t.Errorf("call %d (%v, by context %v): %v, want a timeout", i, d, byCtx, err)
+					return
+				}
+				if byCtx {
+					if te.Source != status.SourceContext || te.Timeout > d || te.Timeout <= 0 {
+						t.Errorf("call %d by context: timeout %v source %v, want at most %v from the context", i, te.Timeout, te.Source, d)
+					}
+				} else if te.Timeout != d || te.Source == status.SourceContext {
+					t.Errorf("call %d: timeout %v source %v, want %v", i, te.Timeout, te.Source, d)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Zero(t, c.Pending())
+	require.Zero(t, c.Timed())
+	close(h.release)
+	require.Eventually(t, func() bool { return c.Late() == uint64(2*len(timeouts)) }, 5*time.Second, time.Millisecond)
+	got, err := call(ctx, c, "after")
+	require.NoError(t, err)
+	require.Equal(t, "after", got)
+	require.Zero(t, c.Timed())
+}
+
+// TestAnsweredCallsLeaveNoDeadline: calls answered before their deadlines,
+// cancelled, or failed by the connection's end leave nothing in the
+// client's deadline heap.
+func TestAnsweredCallsLeaveNoDeadline(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, &exchange.Options{MaxConcurrent: 1000})
+	c := dial(t, addr, nil)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				want := fmt.Sprint(g, "-", i)
+				resp, err := c.Call(ctx, time.Duration(1+i%5)*time.Minute, 27, request(want))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if string(exchange.Body(resp)) != want {
+					t.Errorf("got %q, want %q", exchange.Body(resp), want)
+				}
+				resp.Release()
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, c.Timed())
+
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(cctx, time.Minute, 27, request("block"))
+		errc <- err
+	}()
+	<-h.started
+	require.Equal(t, 1, c.Timed())
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.Zero(t, c.Timed())
+
+	go func() {
+		_, err := c.Call(ctx, time.Minute, 27, request("block"))
+		errc <- err
+	}()
+	<-h.started
+	require.Equal(t, 1, c.Timed())
+	c.Close()
+	require.ErrorIs(t, <-errc, status.ErrClosed)
+	require.Zero(t, c.Timed())
+	require.Zero(t, c.Pending())
+	close(h.release)
+}
