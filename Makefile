@@ -42,7 +42,7 @@ bench:
 
 ## bench-peers: minidubbo against raw TCP, net/rpc, rpcx, Kitex and grpc-go, servers in
 ## their own processes (the nested module bench/, its own go.mod); prints one table.
-BENCHFLAGS ?= -reps 3 -duration 2s
+BENCHFLAGS ?= -reps 5 -duration 2s
 bench-peers:
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 		$(GO) -C bench build -mod=mod -o "$$d/bench" . && \

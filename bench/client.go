@@ -40,6 +40,11 @@ type result struct {
 	P999       float64 `json:"p999_us"`
 	ClientCPU  float64 `json:"client_cpu_us_per_call"`
 	ServerCPU  float64 `json:"server_cpu_us_per_call"`
+	// OtherCPU is the CPU time the rest of the machine used during the
+	// recorded window (all CPUs' busy time less the client's and the
+	// server's), in CPUs: other processes' load, and kernel work charged
+	// to no process. It shows how quiet the machine was.
+	OtherCPU float64 `json:"other_cpus"`
 }
 
 // Phases of a run.
@@ -127,13 +132,13 @@ func runClient(a clientArgs) error {
 		})
 	}
 	time.Sleep(a.warmup)
-	cpu0, srv0 := selfCPU(), procCPU(a.serverPID)
+	cpu0, srv0, all0 := selfCPU(), procCPU(a.serverPID), machineCPU()
 	t0 := time.Now()
 	phase.Store(recording)
 	time.Sleep(a.duration)
 	phase.Store(stopped)
 	elapsed := time.Since(t0)
-	cpu1, srv1 := selfCPU(), procCPU(a.serverPID)
+	cpu1, srv1, all1 := selfCPU(), procCPU(a.serverPID), machineCPU()
 	wg.Wait()
 
 	res := result{
@@ -146,6 +151,10 @@ func runClient(a clientArgs) error {
 	}
 	if e, ok := firstErr.Load().(string); ok {
 		res.FirstError = e
+	}
+	if all0 >= 0 && all1 >= 0 && srv0 >= 0 && srv1 >= 0 {
+		other := (all1 - all0) - (cpu1 - cpu0) - (srv1 - srv0)
+		res.OtherCPU = max(other.Seconds()/elapsed.Seconds(), 0)
 	}
 	if n > 0 {
 		res.ClientCPU = float64((cpu1 - cpu0).Microseconds()) / float64(n)
@@ -163,6 +172,30 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machineCPU is the busy time of all CPUs (user, nice, system, irq,
+// softirq and steal time from /proc/stat, in ticks of 10 ms), or -1.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return -1
+		}
+		busy += v
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(busy) * tick
 }
 
 // procCPU is process pid's user and system CPU time from /proc (in clock

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -212,16 +213,22 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 				if err != nil {
 					return fmt.Errorf("%s %v: %w", n, r, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %-12s %-10s %9.0f calls/s p50 %6.0f µs p99 %7.0f µs errors %d\n",
-					rep+1, r, n, res.QPS, res.P50, res.P99, res.Errors)
+				fmt.Fprintf(os.Stderr, "round %d %-12s %-10s %9.0f calls/s p50 %6.0f µs p99 %7.0f µs errors %d, other load %.2f CPUs\n",
+					rep+1, r, n, res.QPS, res.P50, res.P99, res.Errors, res.OtherCPU)
 				results[key(r, n)] = append(results[key(r, n)], res)
 			}
 		}
 	}
+	var all []result
+	for _, rs := range results {
+		all = append(all, rs...)
+	}
+	other := func(x result) float64 { return x.OtherCPU }
 	host, _ := os.Hostname()
-	fmt.Printf("\n%s, %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s; %d connections per client, %v recorded per run after %v warm-up, median of %d interleaved rounds (%v in all)\n\n",
+	fmt.Printf("\n%s, %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s; %d connections per client, %v recorded per run after %v warm-up, median of %d interleaved rounds (%v in all); other load during the recorded windows: median %.2f, highest %.2f CPUs\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOMAXPROCS(0),
-		runtime.GOOS, runtime.GOARCH, runtime.Version(), conns, duration, warmup, reps, time.Since(start).Round(time.Second))
+		runtime.GOOS, runtime.GOARCH, runtime.Version(), conns, duration, warmup, reps, time.Since(start).Round(time.Second),
+		median(all, other), slices.MaxFunc(all, func(a, b result) int { return cmp.Compare(a.OtherCPU, b.OtherCPU) }).OtherCPU)
 	fmt.Println("| callers @ payload | system | calls/s | × raw (min–max of rounds) | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
