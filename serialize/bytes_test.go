@@ -108,3 +108,46 @@ func TestMsgpackDecodeBytesOwnsItsCopy(t *testing.T) {
 	assert.Equal(t, "payload", string(b))
 	assert.Equal(t, "payload", s)
 }
+
+// TestMsgpackDecodeIntoBytesReusesAsLibrary: decoding into a *[]byte that
+// already holds a slice gives what the msgpack library gives, and reuses
+// the slice's array exactly when the library does (when it has room).
+func TestMsgpackDecodeIntoBytesReusesAsLibrary(t *testing.T) {
+	ser := serialize.NewMsgpack()
+	for _, v := range []any{nil, []byte{}, "", []byte("abc"), strings.Repeat("s", 300), make([]byte, 500), 7} {
+		data, err := msgpack.Marshal(v)
+		require.NoError(t, err)
+		for _, room := range []int{0, 3, 400, 1000} {
+			t.Run(fmt.Sprintf("%T-%d/room%d", v, len(data), room), func(t *testing.T) {
+				fill := func() []byte {
+					if room == 0 {
+						return nil
+					}
+					b := make([]byte, 2, room)
+					b[0], b[1] = 'z', 'z'
+					return b
+				}
+				want := fill()
+				wantArr := want
+				errLib := msgpack.Unmarshal(data, &want)
+
+				d, err := ser.NewDecoder(data)
+				require.NoError(t, err)
+				defer d.Release()
+				got := fill()
+				gotArr := got
+				err = d.Decode(&got)
+				if errLib != nil {
+					require.Error(t, err)
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+				assert.Equal(t, want == nil, got == nil, "nil is nil, empty is empty")
+				sameLib := len(want) > 0 && cap(wantArr) > 0 && &want[:1][0] == &wantArr[:1][0]
+				sameOurs := len(got) > 0 && cap(gotArr) > 0 && &got[:1][0] == &gotArr[:1][0]
+				assert.Equal(t, sameLib, sameOurs, "array reused")
+			})
+		}
+	}
+}
