@@ -183,7 +183,11 @@ func newClient(opts *Options) *Client {
 
 func (c *Client) start(conn *transport.Conn) {
 	c.conn = conn
-	c.wg.Go(c.heartbeat)
+	ticks, stop := heartbeatTicks(max(c.opts.Heartbeat/4, time.Millisecond))
+	c.wg.Go(func() {
+		defer stop()
+		c.heartbeat(ticks)
+	})
 }
 
 // LocalAddr returns the local address of the connection.
@@ -546,20 +550,35 @@ func (c *Client) complete(id uint64, f *transport.Buffer) {
 	cl.finish()
 }
 
-// heartbeat sends a heartbeat when nothing was read for a heartbeat
-// interval and aborts the connection when nothing was read for 2.5.
-func (c *Client) heartbeat() {
+// heartbeatTicks makes the ticks of a client's heartbeat goroutine, four
+// a heartbeat interval; a test replaces it to deliver ticks late, as a
+// goroutine that was not run for a while receives them.
+var heartbeatTicks = func(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// heartbeat sends a heartbeat on each tick while nothing was read for a
+// heartbeat interval, and aborts the connection when nothing was read for
+// 2.5 intervals and the first heartbeat sent since has gone unanswered for
+// 1.5. The second condition keeps a goroutine that was not run for longer
+// than that (a machine loaded with other work, a pause of the process)
+// from taking a live peer as dead without having asked it.
+func (c *Client) heartbeat(ticks <-chan time.Time) {
 	hb := c.opts.Heartbeat
 	dead := hb*5/2 + 1
-	t := time.NewTicker(max(hb/4, time.Millisecond))
-	defer t.Stop()
+	var asked time.Time // the first heartbeat sent since the last read
 	for {
 		select {
 		case <-c.conn.Done():
 			return
-		case now := <-t.C:
-			idle := now.Sub(c.conn.LastRead())
-			if idle >= dead {
+		case <-ticks:
+			now, last := time.Now(), c.conn.LastRead()
+			if last.After(asked) {
+				asked = time.Time{} // read since (or never asked)
+			}
+			idle := now.Sub(last)
+			if idle >= dead && !asked.IsZero() && now.Sub(asked) >= dead-hb {
 				c.conn.Abort(fmt.Errorf("%w: nothing from %s for %v", status.ErrConnLost, c.conn.RemoteAddr(), idle.Round(time.Millisecond)))
 				return
 			}
@@ -568,6 +587,9 @@ func (c *Client) heartbeat() {
 				h := Header{Request: true, TwoWay: true, Event: true, ID: c.nextID.Add(1)}
 				h.Put(f.B)
 				_ = c.conn.Send(f)
+				if asked.IsZero() {
+					asked = now
+				}
 			}
 		}
 	}

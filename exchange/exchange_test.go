@@ -372,6 +372,56 @@ func TestDeadPeerDetected(t *testing.T) {
 	require.ErrorIs(t, err, status.ErrClosed)
 }
 
+// TestLateTickAsksBeforeDead: a client's heartbeat goroutine that was not
+// run for longer than the dead time (2.5 heartbeats: a machine loaded with
+// other work, a pause of the process) does not take its live peer as dead
+// at its first tick after the pause: it sends a heartbeat, the answer
+// keeps the connection. A peer that never answers that heartbeat is still
+// found dead, 1.5 heartbeats after it was sent.
+func TestLateTickAsksBeforeDead(t *testing.T) {
+	ctx := testCtx(t)
+	ticks := make(chan time.Time)
+	exchange.SetHeartbeatTicks(t, ticks)
+	const hb = 20 * time.Millisecond
+	_, addr := serve(t, newEcho(), &exchange.Options{Heartbeat: time.Hour})
+	c := dial(t, addr, &exchange.Options{Heartbeat: hb})
+	start := exchange.LastRead(c)
+	time.Sleep(3 * hb) // the pause: no tick is delivered in it
+	ticks <- time.Now()
+	require.Eventually(t, func() bool { return exchange.LastRead(c).After(start) }, 10*time.Second, time.Millisecond, "the heartbeat was answered")
+	ticks <- time.Now() // handled once the one before was: the channel has no buffer
+	ticks <- time.Now()
+	require.True(t, c.Available(), "a live peer taken as dead")
+	got, err := call(ctx, c, "alive")
+	require.NoError(t, err)
+	require.Equal(t, "alive", got)
+
+	// A peer that reads and never answers, ticks of its own.
+	ticks = make(chan time.Time)
+	exchange.SetHeartbeatTicks(t, ticks)
+	x, y := net.Pipe()
+	defer y.Close()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := y.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	d := exchange.NewClient(x, &exchange.Options{Heartbeat: hb})
+	defer d.Close()
+	time.Sleep(3 * hb)
+	ticks <- time.Now() // asks
+	ticks <- time.Now()
+	require.True(t, d.Available(), "taken as dead before its heartbeat had 1.5 intervals to be answered")
+	time.Sleep(2 * hb) // the heartbeat's 1.5 intervals pass unanswered
+	ticks <- time.Now()
+	require.Eventually(t, func() bool { return !d.Available() }, 10*time.Second, time.Millisecond, "a silent peer kept")
+	_, err = call(ctx, d, "after")
+	require.ErrorIs(t, err, status.ErrClosed)
+}
+
 func TestHeartbeatKeepsIdleConnection(t *testing.T) {
 	ctx := testCtx(t)
 	opts := &exchange.Options{Heartbeat: 200 * time.Millisecond}

@@ -44,7 +44,8 @@ type Options struct {
 	MaxPayload int
 	// Heartbeat is how long a connection may be idle before a heartbeat is
 	// sent (default DefaultHeartbeat, 30 s). A client that has read
-	// nothing for 2.5 heartbeats takes its peer as dead; a server closes
+	// nothing for 2.5 heartbeats, the first heartbeat it sent meanwhile
+	// unanswered for 1.5, takes its peer as dead; a server closes
 	// connections after IdleTimeout.
 	Heartbeat time.Duration
 	// IdleTimeout is how long a Server keeps a connection from which it

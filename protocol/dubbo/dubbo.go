@@ -79,9 +79,10 @@ type Options struct {
 	MaxPayload int
 	// Heartbeat is the idle time after which a heartbeat is sent (default
 	// exchange.DefaultHeartbeat, 30 s); a consumer that hears nothing from
-	// its provider for 2.5 heartbeats takes it as dead and fails every call
-	// pending on it with status.ErrConnLost, and a provider closes
-	// connections silent for IdleTimeout (see exchange.Options.Heartbeat).
+	// its provider for 2.5 heartbeats (its first heartbeat since unanswered
+	// for 1.5) takes it as dead and fails every call pending on it with
+	// status.ErrConnLost, and a provider closes connections silent for
+	// IdleTimeout (see exchange.Options.Heartbeat).
 	Heartbeat time.Duration
 	// IdleTimeout is how long a provider keeps a connection that sends
 	// nothing, neither calls nor heartbeats (default 3 × Heartbeat,
