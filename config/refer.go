@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -570,9 +572,25 @@ type routerListener struct {
 	fixed    []cluster.Router
 	consumer *protocol.URL
 	log      *zap.Logger
+
+	mu      sync.Mutex
+	applied []string // the rules in force, as URL strings (none at first)
 }
 
+// NotifyRouters replaces the routers with the configured ones followed by
+// urls' rules, unless those are the rules already in force: a registry
+// tells its rules again (at subscription, after a reconnection) and
+// replacing the routers makes every call's subset be computed anew.
 func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
+	rules := make([]string, len(urls))
+	for i, u := range urls {
+		rules[i] = u.String()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if slices.Equal(rules, l.applied) {
+		return
+	}
 	rs, err := cluster.RoutersFromURLs(urls, l.consumer)
 	if err != nil {
 		l.log.Warn("bad routing rule in registry; keeping the previous rules", zap.Error(err))
@@ -582,6 +600,7 @@ func (l *routerListener) NotifyRouters(urls []*protocol.URL) {
 	for _, c := range l.clusters {
 		c.SetRouters(all)
 	}
+	l.applied = rules
 }
 
 type methodOptions struct {
