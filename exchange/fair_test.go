@@ -528,3 +528,39 @@ func TestRequestsReadTogetherPassABlockedOne(t *testing.T) {
 	require.Equal(t, uint64(blockID), id)
 	require.Equal(t, "block", body)
 }
+
+// The watcher that reads on for a request that runs long looks only at
+// connections that ran a request on their reader lately, and forgets one
+// that ran none for a while (100 ms): a connection that comes back after
+// that is watched again. Here another connection's calls keep the watcher
+// at work while the first is quiet, and then the first blocks: its next
+// calls are still answered.
+func TestQuietConnectionWatchedAgain(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, &exchange.Options{Workers: 8})
+	a, b := dial(t, addr, nil), dial(t, addr, nil)
+	got, err := call(ctx, a, "first")
+	require.NoError(t, err)
+	require.Equal(t, "first", got)
+
+	// a is quiet for longer than the watcher remembers it, while b's
+	// calls keep the watcher looking.
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		_, err := call(ctx, b, "b")
+		require.NoError(t, err)
+	}
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, a, "block")
+		blocked <- err
+	}()
+	<-h.started
+	for i := range 5 {
+		got, err := call(ctx, a, fmt.Sprint(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), got)
+	}
+	close(h.release)
+	require.NoError(t, <-blocked)
+}

@@ -118,14 +118,20 @@ type Server struct {
 	// tick saw none, and the next run wakes it.
 	nearRuns    atomic.Uint64
 	watchParked atomic.Bool
-	watchWake   chan struct{} // (1)
-	watchStop   chan struct{} // closed once no connection is read
-	closeOnce   sync.Once
-	closed      chan struct{} // closed when the first close has finished
+	// nearList holds the connections that ran a request in runNear
+	// lately, for the watcher to look at instead of every connection:
+	// one that ran none for nearForget leaves it (see rescueSlow).
+	nearMu    sync.Mutex
+	nearList  []*connState
+	watchWake chan struct{} // (1)
+	watchStop chan struct{} // closed once no connection is read
+	closeOnce sync.Once
+	closed    chan struct{} // closed when the first close has finished
 }
 
 // connState is the server's view of one connection.
 type connState struct {
+	conn   *transport.Conn
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
 	// paused is set while the connection's reader waits for a place in
@@ -159,6 +165,7 @@ type connState struct {
 	unclaimed atomic.Uint64
 	nearSince atomic.Int64
 	turn      uint64
+	listed    atomic.Bool // in Server.nearList
 	// slow is set when the connection's last request run by its reader
 	// (runNear, inline) took longer than nearQuick: then a request read with more of the
 	// connection behind it goes to a worker (leader/follower) instead
@@ -171,6 +178,9 @@ type connState struct {
 const (
 	nearGrace = time.Millisecond
 	nearTick  = time.Millisecond
+	// A connection that ran no request in runNear for nearForget leaves
+	// the watcher's list.
+	nearForget = 100 * time.Millisecond
 )
 
 // nearQuick is how long a request may take for the next requests of its
@@ -532,7 +542,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 	s.held++
 	cs, ok := s.conns[conn]
 	if !ok {
-		cs = &connState{}
+		cs = &connState{conn: conn}
 		cs.ctx, cs.cancel = context.WithCancel(s.ctx)
 		s.conns[conn] = cs
 	}
@@ -613,6 +623,9 @@ func (s *Server) runNear(cs *connState, j job) {
 	j.conn.Detach()
 	cs.nearSince.Store(j.recv.UnixNano())
 	cs.unclaimed.Store(turn)
+	if !cs.listed.Load() {
+		s.listNear(cs)
+	}
 	s.nearRuns.Add(1)
 	if s.watchParked.Load() && s.watchParked.CompareAndSwap(true, false) {
 		s.watchWake <- struct{}{} // never blocks: one wake per park
@@ -673,9 +686,27 @@ func (s *Server) watchNear() {
 	}
 }
 
+// listNear puts cs in the watcher's list, after its unclaimed was set.
+func (s *Server) listNear(cs *connState) {
+	s.nearMu.Lock()
+	if cs.listed.CompareAndSwap(false, true) {
+		s.nearList = append(s.nearList, cs)
+	}
+	s.nearMu.Unlock()
+}
+
 // rescueSlow claims the reading role of the connections whose runNear
 // request is older than nearGrace (of any age once the server stops), and
-// reports whether a runNear request was running.
+// reports whether a runNear request was running. It looks only at the
+// connections in nearList, not at every connection, and not under s.mu,
+// which every request takes: with a thousand connections it used to hold
+// s.mu for the whole walk every millisecond.
+//
+// A connection leaves the list when it ran nothing for nearForget. Its
+// listed flag is cleared first and unclaimed looked at after: a runNear
+// that set unclaimed before that look keeps it listed, and one that set
+// it after sees listed cleared and lists it again (listNear waits for
+// nearMu, held here), so no run goes unwatched.
 func (s *Server) rescueSlow() bool {
 	now := time.Now().UnixNano()
 	stopping := false
@@ -686,28 +717,40 @@ func (s *Server) rescueSlow() bool {
 	}
 	busy := false
 	var slow []*connState
-	var conns []*transport.Conn
-	s.mu.Lock()
-	for conn, cs := range s.conns {
+	s.nearMu.Lock()
+	list := s.nearList
+	for i := 0; i < len(list); {
+		cs := list[i]
 		if cs.unclaimed.Load() == 0 {
-			continue
+			if now-cs.nearSince.Load() < int64(nearForget) {
+				i++
+				continue
+			}
+			cs.listed.Store(false)
+			if cs.unclaimed.Load() == 0 {
+				last := len(list) - 1
+				list[i], list[last] = list[last], nil
+				list = list[:last]
+				continue
+			}
+			cs.listed.Store(true) // a run started just now
 		}
 		busy = true
 		if stopping || now-cs.nearSince.Load() >= int64(nearGrace) {
 			slow = append(slow, cs)
-			conns = append(conns, conn)
 		}
+		i++
 	}
-	s.mu.Unlock()
-	for i, cs := range slow {
+	s.nearList = list
+	s.nearMu.Unlock()
+	for _, cs := range slow {
 		turn := cs.unclaimed.Load()
 		if turn == 0 || !cs.unclaimed.CompareAndSwap(turn, 0) {
 			continue // done just now
 		}
-		conn := conns[i]
 		go func() {
 			cs.pooled = false
-			conn.Resume()
+			cs.conn.Resume()
 		}()
 	}
 	return busy

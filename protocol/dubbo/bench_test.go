@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -177,6 +179,13 @@ func runBenchProvider() int {
 // startBenchProvider runs the providers in a child process, so that the
 // benchmark's B/op and allocs/op are the consumer's alone.
 func startBenchProvider(b *testing.B) (dubboPort int, rpcAddr string) {
+	dubboPort, rpcAddr, _ = startBenchProviderProc(b)
+	return dubboPort, rpcAddr
+}
+
+// startBenchProviderProc is startBenchProvider that also returns the
+// child's process id.
+func startBenchProviderProc(b *testing.B) (dubboPort int, rpcAddr string, pid int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), providerEnv+"=1")
 	cmd.Stderr = os.Stderr
@@ -191,7 +200,29 @@ func startBenchProvider(b *testing.B) (dubboPort int, rpcAddr string) {
 	})
 	_, err = fmt.Fscan(bufio.NewReader(stdout), &dubboPort, &rpcAddr)
 	require.NoError(b, err)
-	return dubboPort, rpcAddr
+	return dubboPort, rpcAddr, cmd.Process.Pid
+}
+
+// procCPUTime returns the CPU time, user and system, that process pid has
+// used, from /proc (in clock ticks of 10 ms); 0 where there is no /proc.
+func procCPUTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the first, utime the 12th, stime the 13th.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // BenchmarkCall is one loopback call with a 581-byte argument and reply, at
