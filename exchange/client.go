@@ -249,8 +249,18 @@ func (c *Client) Close() error {
 // and timeout (when positive); ok is false when there is neither, fromCtx
 // true when ctx's deadline is the sooner.
 func deadline(ctx context.Context, timeout time.Duration) (d time.Duration, ok, fromCtx bool) {
+	var now time.Time
+	return deadlineFrom(ctx, timeout, &now)
+}
+
+// deadlineFrom is deadline for a call that starts at *now; when ctx has a
+// deadline and *now is zero, it reads the clock into *now.
+func deadlineFrom(ctx context.Context, timeout time.Duration, now *time.Time) (d time.Duration, ok, fromCtx bool) {
 	if dl, has := ctx.Deadline(); has {
-		d = time.Until(dl)
+		if now.IsZero() {
+			*now = time.Now()
+		}
+		d = dl.Sub(*now)
 		if timeout <= 0 || d < timeout {
 			return d, true, true
 		}
@@ -375,7 +385,14 @@ func (c *Client) expire() {
 // It returns the response frame, which the caller must Release; Body gives
 // its body. A non-OK status is returned as a *status.Error.
 func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) (*transport.Buffer, error) {
-	d, hasDeadline, fromCtx := deadline(ctx, timeout)
+	return c.CallAt(ctx, time.Time{}, timeout, ser, f)
+}
+
+// CallAt is Call for a caller that has read the clock already: the call's
+// timeout runs from now (zero: Call's own reading of the clock), so that a
+// caller that has worked out its deadline too need not read it again.
+func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duration, ser byte, f *transport.Buffer) (*transport.Buffer, error) {
+	d, hasDeadline, fromCtx := deadlineFrom(ctx, timeout, &now)
 	if hasDeadline && d <= 0 {
 		f.Release()
 		return nil, timeoutError(d, fromCtx)
@@ -384,7 +401,10 @@ func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *t
 	var dl time.Time
 	if hasDeadline {
 		// The client's expiry timer ends the call at dl (see expire).
-		dl = time.Now().Add(d)
+		if now.IsZero() {
+			now = time.Now()
+		}
+		dl = now.Add(d)
 		cl.deadline, cl.d, cl.fromCtx = int64(dl.Sub(epoch)), d, fromCtx
 	}
 	id, err := c.prepare(ctx, dl, d, fromCtx, cl, ser, f)

@@ -788,3 +788,31 @@ func TestAnsweredCallsLeaveNoDeadline(t *testing.T) {
 	require.Zero(t, c.Pending())
 	close(h.release)
 }
+
+// TestCallAtRunsFromItsStart: CallAt's timeout runs from the time it is
+// given, not from when it is called.
+func TestCallAtRunsFromItsStart(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := c.CallAt(ctx, time.Now().Add(-time.Hour), time.Minute, 27, request("block"))
+	var te *status.TimeoutError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, time.Minute, te.Timeout)
+	require.Zero(t, c.Pending())
+
+	// Seen from a start an hour ahead, the context's deadline a minute
+	// from now has passed.
+	dctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Minute))
+	defer cancel()
+	_, err = c.CallAt(dctx, time.Now().Add(time.Hour), 0, 27, request("block"))
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, status.SourceContext, te.Source)
+
+	resp, err := c.CallAt(ctx, time.Now(), time.Minute, 27, request("now"))
+	require.NoError(t, err)
+	require.Equal(t, "now", string(exchange.Body(resp)))
+	resp.Release()
+	close(h.release)
+}

@@ -473,8 +473,10 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	// timeout for the method.
 	t := r.methodTimeout(inv.Method)
 	sent, fromCtx := t.d, false
+	var now time.Time // read once, for the wire's timeout and the call's
 	if dl, ok := ctx.Deadline(); ok {
-		if left := time.Until(dl); left < sent {
+		now = time.Now()
+		if left := dl.Sub(now); left < sent {
 			sent, fromCtx = max(left, 0), true
 		}
 	}
@@ -490,7 +492,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return nil, err
 	}
 	reqBytes := len(exchange.Body(f))
-	resp, err := cl.Call(ctx, t.d, r.ser.ID(), f)
+	resp, err := cl.CallAt(ctx, now, t.d, r.ser.ID(), f)
 	if err != nil {
 		return nil, r.explain(err, inv, t, sent, fromCtx)
 	}
