@@ -68,17 +68,28 @@ func TestRatioCell(t *testing.T) {
 	}
 	// Per-round shares 0.5, 0.8, 0.6: median 0.6, not the ratio of the
 	// medians (500/1000).
-	if got, want := ratioCell(q(500, 400, 600), q(1000, 500, 1000)), "0.60 (0.50–0.80)"; got != want {
+	if got, want := ratioCell(q(500, 400, 600), q(1000, 500, 1000), qpsShare), "0.60 (0.50–0.80)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	// The share is taken within a round: raw slower in round 2 too.
-	if got, want := ratioCell(q(500, 250), q(1000, 500)), "0.50 (0.50–0.50)"; got != want {
+	if got, want := ratioCell(q(500, 250), q(1000, 500), qpsShare), "0.50 (0.50–0.50)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got, want := ratioCell(q(700), q(1000)), "0.70"; got != want {
+	if got, want := ratioCell(q(700), q(1000), qpsShare), "0.70"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got, want := ratioCell(q(700), q(0)), "0.00"; got != want {
+	if got, want := ratioCell(q(700), q(0), qpsShare), "0.00"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestCPUShare(t *testing.T) {
+	sys := result{ClientCPU: 12, ServerCPU: 8}
+	raw := result{ClientCPU: 9, ServerCPU: 6}
+	if got := cpuShare(sys, raw); got != 0.75 {
+		t.Errorf("got %v, want 0.75", got)
+	}
+	if got := cpuShare(result{}, raw); got != 0 {
+		t.Errorf("no CPU measured: got %v, want 0", got)
 	}
 }

@@ -229,30 +229,32 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOMAXPROCS(0),
 		runtime.GOOS, runtime.GOARCH, runtime.Version(), conns, duration, warmup, reps, time.Since(start).Round(time.Second),
 		median(all, other), slices.MaxFunc(all, func(a, b result) int { return cmp.Compare(a.OtherCPU, b.OtherCPU) }).OtherCPU)
-	fmt.Println("| callers @ payload | system | calls/s | × raw (min–max of rounds) | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| callers @ payload | system | calls/s | × raw (min–max of rounds) | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call | raw's CPU per call ÷ this (min–max) |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		raw := results[key(r, "raw")]
 		for _, n := range names {
 			rs := results[key(r, n)]
 			q := median(rs, func(x result) float64 { return x.QPS })
-			ratio := "–"
+			ratio, cpuRatio := "–", "–"
 			if len(raw) == len(rs) && len(rs) > 0 {
-				ratio = ratioCell(rs, raw)
+				ratio = ratioCell(rs, raw, qpsShare)
+				cpuRatio = ratioCell(rs, raw, cpuShare)
 			}
 			var failed, calls int64
 			for _, x := range rs {
 				failed += x.Errors
 				calls += x.Calls
 			}
-			fmt.Printf("| %s | %s | %s | %s | %.0f | %.0f | %.0f | %d of %d | %.1f | %.1f |\n",
+			fmt.Printf("| %s | %s | %s | %s | %.0f | %.0f | %.0f | %d of %d | %.1f | %.1f | %s |\n",
 				r, n, thousands(q), ratio,
 				median(rs, func(x result) float64 { return x.P50 }),
 				median(rs, func(x result) float64 { return x.P99 }),
 				median(rs, func(x result) float64 { return x.P999 }),
 				failed, calls+failed,
 				median(rs, func(x result) float64 { return x.ClientCPU }),
-				median(rs, func(x result) float64 { return x.ServerCPU }))
+				median(rs, func(x result) float64 { return x.ServerCPU }),
+				cpuRatio)
 		}
 	}
 	for _, r := range rows {
@@ -291,19 +293,16 @@ func runOne(self string, s *serverProc, r row, conns int, warmup, duration time.
 	return res, nil
 }
 
-// ratioCell is a system's share of the raw baseline: the median over the
-// rounds of its calls/s divided by raw's in the same round (each round
-// runs a row's systems one after the other, so a change of the machine's
-// load between rounds cancels out), and, with more than one round, the
-// lowest and highest of those per-round shares.
-func ratioCell(rs, raw []result) string {
+// ratioCell is a system's share of the raw baseline by share (qpsShare or
+// cpuShare of a system's run and raw's run of the same round): the median
+// over the rounds (each round runs a row's systems one after the other, so
+// a change of the machine's load between rounds cancels out), and, with
+// more than one round, the lowest and highest of the per-round shares.
+func ratioCell(rs, raw []result, share func(sys, raw result) float64) string {
 	shares := make([]result, len(rs))
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range rs {
-		x := 0.0
-		if raw[i].QPS > 0 {
-			x = rs[i].QPS / raw[i].QPS
-		}
+		x := share(rs[i], raw[i])
 		shares[i].QPS = x
 		lo, hi = min(lo, x), max(hi, x)
 	}
@@ -312,6 +311,26 @@ func ratioCell(rs, raw []result) string {
 		return fmt.Sprintf("%.2f", m)
 	}
 	return fmt.Sprintf("%.2f (%.2f–%.2f)", m, lo, hi)
+}
+
+// qpsShare is a system's calls/s divided by raw's.
+func qpsShare(sys, raw result) float64 {
+	if raw.QPS <= 0 {
+		return 0
+	}
+	return sys.QPS / raw.QPS
+}
+
+// cpuShare is raw's CPU time per call (client and server together) divided
+// by the system's: on a machine whose CPUs the two processes keep busy, the
+// share of raw's calls/s the system could reach. It moves less with the
+// machine's other load than calls/s do.
+func cpuShare(sys, raw result) float64 {
+	c := sys.ClientCPU + sys.ServerCPU
+	if c <= 0 {
+		return 0
+	}
+	return (raw.ClientCPU + raw.ServerCPU) / c
 }
 
 func median(rs []result, f func(result) float64) float64 {
