@@ -137,10 +137,17 @@ func TestErrorsOverDubbo(t *testing.T) {
 	assert.Contains(t, err.Error(), "SayHello")
 }
 
+// TestStubOverDubboConcurrent: 50 callers make 20 calls each through one
+// stub, every one answered with its own greeting. The calls are bounded by
+// the test's 10 s context (the URL's timeout is 30 s), not by the default
+// 1 s: this test is about every call being answered right, and under -race
+// on a machine loaded with other tests all 50 callers' calls timed out
+// together at 1 s.
 func TestStubOverDubboConcurrent(t *testing.T) {
 	ctx := testCtx(t)
 	impl := &greeterImpl{}
-	inv := loopback(t, impl, nil)
+	inv := loopback(t, impl, map[string]string{protocol.KeyTimeout: "30000"})
+	require.Equal(t, "30000", inv.URL().Param(protocol.KeyTimeout, ""))
 	var c remoteClient
 	require.NoError(t, proxy.Refer(&c, inv))
 	const goroutines, calls = 50, 20
