@@ -68,3 +68,16 @@ func BenchmarkMsgpackBytes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTableByID is the provider's lookup of a request's serializer,
+// from as many goroutines as there are Ps.
+func BenchmarkTableByID(b *testing.B) {
+	t := serialize.Builtin()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := t.ByID(serialize.MsgpackID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

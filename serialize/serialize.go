@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Names and header ids of the built-in serializers. The ids are Dubbo's.
@@ -136,7 +137,11 @@ type BytesDecoder interface {
 type Table struct {
 	mu     sync.RWMutex
 	byName map[string]Serializer
-	byID   [32]Serializer
+	// byID is replaced whole (under mu) by Register, so that ByID, which
+	// a provider calls for every request, reads it without a lock: a read
+	// lock writes its shared count, and the cache line moves between the
+	// cores at every request.
+	byID atomic.Pointer[[32]Serializer]
 }
 
 // Builtin returns a new Table holding msgpack and json.
@@ -147,10 +152,12 @@ func Builtin() *Table { return BuiltinLimits(Limits{}) }
 // l.AllowUnknownFields for both.
 func BuiltinLimits(l Limits) *Table {
 	t := &Table{byName: map[string]Serializer{}}
+	var ids [32]Serializer
 	for _, s := range []Serializer{NewMsgpackLimits(l), NewJSONLimits(l)} {
 		t.byName[s.Name()] = s
-		t.byID[s.ID()] = s
+		ids[s.ID()] = s
 	}
+	t.byID.Store(&ids)
 	return t
 }
 
@@ -171,11 +178,16 @@ func (t *Table) Register(s Serializer) error {
 	if _, ok := t.byName[s.Name()]; ok {
 		return fmt.Errorf("serialize: register %q: name taken", s.Name())
 	}
-	if o := t.byID[s.ID()]; o != nil {
+	var ids [32]Serializer
+	if old := t.byID.Load(); old != nil {
+		ids = *old
+	}
+	if o := ids[s.ID()]; o != nil {
 		return fmt.Errorf("serialize: register %q: id %d taken by %q", s.Name(), s.ID(), o.Name())
 	}
 	t.byName[s.Name()] = s
-	t.byID[s.ID()] = s
+	ids[s.ID()] = s
+	t.byID.Store(&ids)
 	return nil
 }
 
@@ -195,20 +207,19 @@ func (t *Table) Get(name string) (Serializer, error) {
 // that lists the known ones.
 func (t *Table) ByID(id byte) (Serializer, error) {
 	var s Serializer
-	t.mu.RLock()
-	if id < 32 {
-		s = t.byID[id]
+	ids := t.byID.Load()
+	if ids != nil && id < 32 {
+		s = ids[id]
 	}
-	t.mu.RUnlock()
 	if s == nil {
 		var known []string
-		t.mu.RLock()
-		for i, k := range t.byID {
-			if k != nil {
-				known = append(known, fmt.Sprintf("%d=%s", i, k.Name()))
+		if ids != nil {
+			for i, k := range ids {
+				if k != nil {
+					known = append(known, fmt.Sprintf("%d=%s", i, k.Name()))
+				}
 			}
 		}
-		t.mu.RUnlock()
 		return nil, fmt.Errorf("serialize: unknown serialization id %d (known: %s)", id, strings.Join(known, ", "))
 	}
 	return s, nil
