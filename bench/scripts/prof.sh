@@ -1,6 +1,12 @@
 #!/bin/bash
-# prof.sh SYSTEM CALLERS SIZE OUTDIR [DUR]
-# starts server with cpu profile, runs client with cpu profile, perf stat both during recorded window
+# prof.sh SYSTEM CALLERS SIZE OUTDIR [SECONDS]
+# One load run of SYSTEM (a server process and a client process of the bench
+# binary $B, built with: go -C bench build -mod=mod -o /tmp/pa/bench .), with a
+# CPU profile of each (OUTDIR/srv.prof, OUTDIR/cli.prof) and perf stat on each
+# over the recorded window, printed per call: task-clock (µs), page faults,
+# context switches, syscalls by kind. EXTRA adds perf events (e.g. uprobes made
+# with: perf probe -x $B -a 'probe_bench:park_m=runtime.park_m'). Needs perf
+# and python3.
 set -u
 sys=$1; callers=$2; size=$3; out=$4; dur=${5:-5}
 B=${B:-/tmp/pa/bench}
@@ -33,6 +39,6 @@ for side in ("srv","cli"):
         f=l.strip().split(",")
         if len(f)>3 and f[0] and f[0][0].isdigit():
             d[f[2]]=float(f[0])
-    s=" ".join(f'{k.replace("syscalls:sys_enter_","").replace("raw_syscalls:sys_enter","sys").replace("probe_bench:","")}={(v/calls*(1 if k!="task-clock" else 1000)):.3g}' for k,v in d.items())
+    s=" ".join(f'{k.replace("syscalls:sys_enter_","").replace("raw_syscalls:sys_enter","sys").replace("probe_bench:","").replace("probe_bench4:","").replace("probe_bench8:","")}={(v/calls*(1 if k!="task-clock" else 1000)):.3g}' for k,v in d.items())
     print(f'  {side}/call: {s}')
 PY
