@@ -94,15 +94,25 @@ type Server struct {
 	workers atomic.Int32 // started and not stopped
 	wg      sync.WaitGroup
 
-	mu       sync.Mutex
-	held     int              // requests queued or running (or read and waiting for a place)
-	queued   int              // requests in the connections' queues
-	ready    fifo[*connState] // connections with requests queued, in turn
-	waiting  fifo[*connState] // paused connections, in the order they paused
-	idle     int              // workers waiting for a request and not handed one
-	shutting bool
-	conns    map[*transport.Conn]*connState
-	drained  chan struct{} // closed when shutting and held reaches 0
+	// held counts the requests queued or running (or read and waiting
+	// for a place). It is raised under mu, after shutting is looked at
+	// there, and lowered anywhere (done), so that the end of a request
+	// run on its reader takes no lock.
+	held atomic.Int64
+	// shutting is set under mu; drained is closed (once: drainOnce) when
+	// shutting is set and held reaches 0.
+	shutting  atomic.Bool
+	drained   chan struct{}
+	drainOnce sync.Once
+
+	mu sync.Mutex
+	// queued counts the requests in the connections' queues; it changes
+	// under mu, and is read without it where a stale value is harmless.
+	queued  atomic.Int64
+	ready   fifo[*connState] // connections with requests queued, in turn
+	waiting fifo[*connState] // paused connections, in the order they paused
+	idle    int              // workers waiting for a request and not handed one
+	conns   map[*transport.Conn]*connState
 
 	busy      atomic.Uint64
 	pauses    atomic.Uint64
@@ -266,11 +276,7 @@ func (s *Server) Paused() int { return int(s.paused.Load()) }
 func (s *Server) KeepAlives() uint64 { return s.hbSent.Load() }
 
 // Held returns how many requests the server holds now, queued or running.
-func (s *Server) Held() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held
-}
+func (s *Server) Held() int { return int(s.held.Load()) }
 
 // Abandoned returns how many requests the server gave up on when it
 // closed: queued ones never run, and running ones whose handler had not
@@ -292,13 +298,12 @@ func (s *Server) Dropped() uint64 { return s.dropped.Load() }
 // ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.shutting {
-		s.shutting = true
-		if s.held == 0 {
-			close(s.drained)
-		}
-	}
+	s.shutting.Store(true)
 	s.mu.Unlock()
+	// A request that ended before the store did not see it.
+	if s.held.Load() == 0 {
+		s.drainOnce.Do(func() { close(s.drained) })
+	}
 	s.ts.StopAccepting()
 	for _, conn := range s.ts.Conns() {
 		f := NewFrame()
@@ -381,7 +386,7 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 			break
 		}
 		j.f.Release()
-		s.doneLocked()
+		s.done()
 		queued++
 	}
 	s.mu.Unlock()
@@ -482,18 +487,14 @@ func (s *Server) state(conn *transport.Conn) *connState {
 	return s.conns[conn]
 }
 
-// done ends one request counted in held.
+// done ends one request counted in held, with or without s.mu held.
+// Serve raises held under s.mu only after it saw shutting unset there,
+// and Shutdown sets shutting before it looks at held: whichever of a
+// request's end and Shutdown comes last sees the other and closes
+// drained.
 func (s *Server) done() {
-	s.mu.Lock()
-	s.doneLocked()
-	s.mu.Unlock()
-}
-
-// doneLocked is done with s.mu held.
-func (s *Server) doneLocked() {
-	s.held--
-	if s.shutting && s.held == 0 {
-		close(s.drained)
+	if s.held.Add(-1) == 0 && s.shutting.Load() {
+		s.drainOnce.Do(func() { close(s.drained) })
 	}
 }
 
@@ -522,7 +523,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		return
 	}
 	s.mu.Lock()
-	if s.shutting {
+	if s.shutting.Load() {
 		s.mu.Unlock()
 		f.Release()
 		if hdr.TwoWay {
@@ -530,7 +531,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		}
 		return
 	}
-	if m := s.opts.MaxConcurrent; m > 0 && s.held >= m {
+	if m := s.opts.MaxConcurrent; m > 0 && s.held.Load() >= int64(m) {
 		s.mu.Unlock()
 		f.Release()
 		s.busy.Add(1)
@@ -539,7 +540,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		}
 		return
 	}
-	s.held++
+	s.held.Add(1)
 	cs, ok := s.conns[conn]
 	if !ok {
 		cs = &connState{conn: conn}
@@ -549,11 +550,11 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 	quiet := cs.inflight.Add(1) == 1 && conn.Buffered() == 0
 	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: time.Now(), quiet: quiet}
 	// A connection with nothing queued may always queue one request.
-	if cs.q.len() > 0 && s.queued >= s.opts.Queue {
+	if cs.q.len() > 0 && s.queued.Load() >= int64(s.opts.Queue) {
 		s.wait(cs, conn, j)
 		return
 	}
-	if s.queued == 0 {
+	if s.queued.Load() == 0 {
 		if (conn.Buffered() == 0 || !cs.slow.Load()) && s.reserve() {
 			// Nothing more to read yet, or the connection's requests
 			// are quick: run the request here and read on after it,
@@ -573,7 +574,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		}
 	}
 	s.enqueue(cs, j)
-	spawn := s.queued > 0 // no worker was idle
+	spawn := s.queued.Load() > 0 // no worker was idle
 	s.mu.Unlock()
 	if spawn {
 		s.spawn()
@@ -634,13 +635,13 @@ func (s *Server) runNear(cs *connState, j job) {
 	if cs.unclaimed.CompareAndSwap(turn, 0) {
 		j.conn.Reattach()
 		// Give the place back, and start a worker if requests were
-		// queued while this goroutine held it (their reader could not).
+		// queued while this goroutine held it (their reader could not):
+		// their reader raised queued before it looked at workers, this
+		// lowers workers before it looks at queued, so one of the two
+		// starts the worker. No lock.
 		s.workers.Add(-1)
-		s.mu.Lock()
-		s.doneLocked()
-		queued := s.queued > 0
-		s.mu.Unlock()
-		if queued {
+		s.done()
+		if s.queued.Load() > 0 {
 			s.spawn()
 		}
 		return
@@ -759,19 +760,19 @@ func (s *Server) rescueSlow() bool {
 // enqueue queues j on its connection, or hands it to an idle worker when
 // one waits (then nothing is queued). s.mu is held.
 func (s *Server) enqueue(cs *connState, j job) {
-	if s.idle > 0 && s.queued == 0 {
+	if s.idle > 0 && s.queued.Load() == 0 {
 		s.idle--
 		s.direct <- j // never blocks: it has room for every worker
 		return
 	}
 	cs.q.push(j)
-	s.queued++
+	s.queued.Add(1)
 	if !cs.inReady {
 		cs.inReady = true
 		s.ready.push(cs)
 	}
 	// An idle worker while requests are queued: hand it the next one.
-	for s.idle > 0 && s.queued > 0 {
+	for s.idle > 0 && s.queued.Load() > 0 {
 		n, _ := s.next()
 		s.idle--
 		s.direct <- n
@@ -790,7 +791,7 @@ func (s *Server) next() (job, bool) {
 			continue
 		}
 		j := cs.q.pop()
-		s.queued--
+		s.queued.Add(-1)
 		if cs.q.len() > 0 {
 			s.ready.push(cs)
 		} else {
@@ -801,7 +802,7 @@ func (s *Server) next() (job, bool) {
 				s.admit(cs)
 			}
 		}
-		for s.waiting.len() > 0 && s.queued < s.opts.Queue {
+		for s.waiting.len() > 0 && s.queued.Load() < int64(s.opts.Queue) {
 			w := s.waiting.pop()
 			w.inWaiting = false
 			if w.waits {
@@ -858,7 +859,7 @@ func (s *Server) wait(cs *connState, conn *transport.Conn, j job) {
 	}
 	cs.pending, cs.waits = job{}, false
 	j.f.Release()
-	s.doneLocked()
+	s.done()
 }
 
 // spawn starts a worker unless the pool is full.
@@ -893,7 +894,7 @@ func (s *Server) workLoop(finished bool) {
 		}
 		s.mu.Lock()
 		if finished {
-			s.doneLocked()
+			s.done()
 			finished = false
 		}
 		j, ok := s.next()
@@ -1000,8 +1001,8 @@ func (s *Server) dropQueued(cs *connState) int {
 			continue
 		}
 		j.f.Release()
-		s.queued--
-		s.doneLocked()
+		s.queued.Add(-1)
+		s.done()
 		dropped++
 	}
 	return dropped
