@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"sync/atomic"
 )
 
 // Invocation is one call as it travels through the layers. The consumer
@@ -28,6 +29,23 @@ type Invocation struct {
 	// address, and RequestBytes, the size of the request body on the wire.
 	RemoteAddr   net.Addr
 	RequestBytes int
+
+	// result is the room NewResult hands out once; resultTaken is set
+	// (atomically) when it has.
+	result      Result
+	resultTaken uint32
+}
+
+// NewResult returns a zero Result for an answer to inv. The first call
+// returns room kept in the Invocation itself, so that a protocol answering
+// a call saves an allocation; later calls (a retry, a forked call of the
+// same invocation) each return a new Result. It is safe for concurrent
+// use. Like a new Result, the one returned belongs to whoever asked.
+func (inv *Invocation) NewResult() *Result {
+	if atomic.CompareAndSwapUint32(&inv.resultTaken, 0, 1) {
+		return &inv.result
+	}
+	return new(Result)
 }
 
 // Attachment returns the value of attachment key, or "".

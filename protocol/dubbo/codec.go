@@ -289,7 +289,7 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 	if err != nil {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
-	res := &protocol.Result{}
+	res := inv.NewResult()
 	switch kind {
 	case kindError:
 		code, err := dec.DecodeInt()
