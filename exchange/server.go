@@ -188,6 +188,13 @@ type connState struct {
 const (
 	nearGrace = time.Millisecond
 	nearTick  = time.Millisecond
+	// While every run the watcher sees is younger than nearLinger, it
+	// looks half as often each time, down to every nearTickMax: a
+	// request that runs long then waits up to nearTickMax before
+	// another goroutine reads its connection on, and a server with many
+	// quick runs wakes its watcher 250 times a second instead of 1,000.
+	nearLinger  = 250 * time.Microsecond
+	nearTickMax = 4 * time.Millisecond
 	// A connection that ran no request in runNear for nearForget leaves
 	// the watcher's list.
 	nearForget = 100 * time.Millisecond
@@ -664,13 +671,21 @@ func (s *Server) watchNear() {
 	t := time.NewTimer(nearTick)
 	defer t.Stop()
 	last := s.nearRuns.Load()
+	tick := nearTick
 	for {
 		select {
 		case <-t.C:
 		case <-s.watchStop:
 			return
 		}
-		busy := s.rescueSlow()
+		busy, lingering := s.rescueSlow()
+		// While the runs it sees are young, the watcher looks less
+		// often (each look is a timer firing, a wake-up of a thread).
+		if lingering {
+			tick = nearTick
+		} else {
+			tick = min(2*tick, nearTickMax)
+		}
 		if !busy && s.nearRuns.Load() == last {
 			s.watchParked.Store(true)
 			// A run that started before the store did not see it.
@@ -680,10 +695,11 @@ func (s *Server) watchNear() {
 				case <-s.watchStop:
 					return
 				}
+				tick = nearTick
 			}
 		}
 		last = s.nearRuns.Load()
-		t.Reset(nearTick)
+		t.Reset(tick)
 	}
 }
 
@@ -698,7 +714,8 @@ func (s *Server) listNear(cs *connState) {
 
 // rescueSlow claims the reading role of the connections whose runNear
 // request is older than nearGrace (of any age once the server stops), and
-// reports whether a runNear request was running. It looks only at the
+// reports whether a runNear request was running, and whether one had run
+// for nearLinger or longer (lingering). It looks only at the
 // connections in nearList, not at every connection, and not under s.mu,
 // which every request takes: with a thousand connections it used to hold
 // s.mu for the whole walk every millisecond.
@@ -708,7 +725,7 @@ func (s *Server) listNear(cs *connState) {
 // that set unclaimed before that look keeps it listed, and one that set
 // it after sees listed cleared and lists it again (listNear waits for
 // nearMu, held here), so no run goes unwatched.
-func (s *Server) rescueSlow() bool {
+func (s *Server) rescueSlow() (busy, lingering bool) {
 	now := time.Now().UnixNano()
 	stopping := false
 	select {
@@ -716,7 +733,6 @@ func (s *Server) rescueSlow() bool {
 		stopping = true
 	default:
 	}
-	busy := false
 	var slow []*connState
 	s.nearMu.Lock()
 	list := s.nearList
@@ -737,7 +753,11 @@ func (s *Server) rescueSlow() bool {
 			cs.listed.Store(true) // a run started just now
 		}
 		busy = true
-		if stopping || now-cs.nearSince.Load() >= int64(nearGrace) {
+		age := now - cs.nearSince.Load()
+		if age >= int64(nearLinger) {
+			lingering = true
+		}
+		if stopping || age >= int64(nearGrace) {
 			slow = append(slow, cs)
 		}
 		i++
@@ -754,7 +774,7 @@ func (s *Server) rescueSlow() bool {
 			cs.conn.Resume()
 		}()
 	}
-	return busy
+	return busy, lingering
 }
 
 // enqueue queues j on its connection, or hands it to an idle worker when
