@@ -1,7 +1,10 @@
 package serialize_test
 
 import (
+	"bytes"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/minidubbo/minidubbo/serialize"
 )
@@ -33,6 +36,23 @@ func FuzzMsgpackDecode(f *testing.F) {
 		dec.Release()
 		var p point
 		_ = s.Unmarshal(data, &p)
+
+		// Decoding into a *[]byte (empty, or with room to reuse) gives
+		// what the msgpack library gives.
+		for _, room := range []int{0, 64} {
+			var got, want []byte
+			if room > 0 {
+				got, want = make([]byte, 0, room), make([]byte, 0, room)
+			}
+			errGot := s.Unmarshal(data, &got)
+			errWant := msgpack.Unmarshal(data, &want)
+			if errGot == nil && errWant != nil {
+				t.Fatalf("decoded %q where msgpack fails: %v", got, errWant)
+			}
+			if errGot == nil && (!bytes.Equal(got, want) || (got == nil) != (want == nil)) {
+				t.Fatalf("decoded %q (nil %v), msgpack %q (nil %v)", got, got == nil, want, want == nil)
+			}
+		}
 	})
 }
 
