@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -649,6 +650,50 @@ func TestPausedConnectionStaysAlive(t *testing.T) {
 		require.NoError(t, <-results)
 	}
 	require.NoError(t, c.Err())
+}
+
+// TestCloseWaitsForRunningHandler: Close cancels a running handler's
+// context and waits for it to return (it returns at once here), however
+// the request was run: by the goroutine that read it (the reading handed
+// on or not) or by a worker. Close returning before it did left the
+// handler running after the server was closed, and a goroutine counted in
+// the server's WaitGroup after Close began waiting for it (a race).
+func TestCloseWaitsForRunningHandler(t *testing.T) {
+	ctx := testCtx(t)
+	for _, conns := range []int{1, 4} {
+		t.Run(fmt.Sprint(conns, " connections"), func(t *testing.T) {
+			var started, ended atomic.Int64
+			h := exchange.HandlerFunc(func(hctx context.Context, _ *exchange.Request) (*transport.Buffer, error) {
+				defer ended.Add(1)
+				started.Add(1)
+				<-hctx.Done()
+				return nil, hctx.Err()
+			})
+			s, err := exchange.NewServer(h, &exchange.Options{Workers: 2})
+			require.NoError(t, err)
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				_ = s.Serve(l)
+			}()
+			called := make(chan error, conns)
+			for range conns {
+				c := dial(t, l.Addr().String(), nil)
+				go func() { _, err := call(ctx, c, "x"); called <- err }()
+			}
+			require.Eventually(t, func() bool { return started.Load() == int64(min(conns, 2)) && s.Held() == conns }, 10*time.Second, time.Millisecond)
+			require.NoError(t, s.Close())
+			require.Equal(t, started.Load(), ended.Load(), "handlers still running after Close returned")
+			// Abandoned: the queued requests, never run; none that ran.
+			require.Equal(t, uint64(int64(conns)-started.Load()), s.Abandoned())
+			<-served
+			for range conns {
+				require.Error(t, <-called)
+			}
+		})
+	}
 }
 
 // TestShutdownAbandonsStuckHandler: a handler that ignores its context

@@ -595,6 +595,12 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 // otherwise (it is the connection's own reader, whose loop then ends).
 func (s *Server) inline(cs *connState, j job) {
 	pooled := cs.pooled
+	if !pooled {
+		// Counted while this goroutine still reads the connection: once
+		// it has handed the reading on, Close may be waiting for s.wg.
+		s.wg.Add(1)
+		defer s.wg.Done()
+	}
 	cs.pooled = true // the worker that reads on
 	j.conn.Detach()
 	s.direct <- job{conn: j.conn, resume: true} // never blocks, as in enqueue
@@ -602,8 +608,6 @@ func (s *Server) inline(cs *connState, j job) {
 		s.runTimed(j) // work counts it out of held when Resume returns
 		return
 	}
-	s.wg.Add(1)
-	defer s.wg.Done()
 	s.runTimed(j)
 	s.workLoop(true)
 }
@@ -626,6 +630,13 @@ func (s *Server) reserve() bool { return s.rejoin() }
 // goroutine read on, and this one becomes a worker as in inline.
 func (s *Server) runNear(cs *connState, j job) {
 	pooled := cs.pooled
+	if !pooled {
+		// Counted while this goroutine still reads the connection, as in
+		// inline: once the watcher has another read on, Close may be
+		// waiting for s.wg.
+		s.wg.Add(1)
+		defer s.wg.Done()
+	}
 	cs.turn++
 	turn := cs.turn
 	j.conn.Detach()
@@ -657,8 +668,6 @@ func (s *Server) runNear(cs *connState, j job) {
 	if pooled {
 		return // work counts j out of held when Resume returns
 	}
-	s.wg.Add(1)
-	defer s.wg.Done()
 	s.workLoop(true)
 }
 
