@@ -186,7 +186,11 @@ func run(ctx context.Context, c config, w io.Writer) ([]report, error) {
 		if err != nil {
 			return nil, err
 		}
-		cinv, err := consumer.Refer(exp.URL())
+		// Each call's bound is its context's 10 s (drive), not the
+		// default 1 s timeout: a call to the slow provider that timed
+		// out on a loaded machine was retried on another and moved the
+		// counts the lab shows.
+		cinv, err := consumer.Refer(exp.URL().With(protocol.KeyTimeout, "10000"))
 		if err != nil {
 			return nil, err
 		}
