@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/minidubbo/minidubbo/internal/eface"
 	"reflect"
 	"unsafe"
 
@@ -55,26 +56,6 @@ func shapeOf(t reflect.Type) int {
 		return shapeFloat64
 	}
 	return shapeOther
-}
-
-// eface is the layout of an empty interface value.
-type eface struct {
-	typ  unsafe.Pointer
-	data unsafe.Pointer
-}
-
-// typeWord returns the type word that interface values of t carry.
-func typeWord(t reflect.Type) unsafe.Pointer {
-	z := reflect.Zero(t).Interface()
-	return (*eface)(unsafe.Pointer(&z)).typ
-}
-
-// boxWord returns the interface value of type word t and data word p.
-func boxWord(t, p unsafe.Pointer) any {
-	var v any
-	e := (*eface)(unsafe.Pointer(&v))
-	e.typ, e.data = t, p
-	return v
 }
 
 type none struct{}
@@ -133,7 +114,7 @@ func (s *stubMethod) direct(ft reflect.Type) (fn reflect.Value, ok bool) {
 	// f is a func value of the field's machine signature; make a value of
 	// the field's type with the same closure.
 	fn = reflect.New(ft).Elem()
-	*(*unsafe.Pointer)(fn.Addr().UnsafePointer()) = (*eface)(unsafe.Pointer(&f)).data
+	*(*unsafe.Pointer)(fn.Addr().UnsafePointer()) = eface.Of(&f).Data
 	return fn, true
 }
 
@@ -170,7 +151,7 @@ func argBoxer[A shape](ft reflect.Type) (word unsafe.Pointer, direct bool) {
 		return nil, false
 	}
 	_, isPtr := any(a).(unsafe.Pointer)
-	return typeWord(ft.In(1)), isPtr
+	return eface.TypeWord(ft.In(1)), isPtr
 }
 
 // fill sets fr's invocation from s, ctx and a: names, the argument boxed
@@ -182,9 +163,9 @@ func fill[A, R shape](s *stubMethod, ctx context.Context, fr *directFrame[A, R],
 	if argT != nil {
 		fr.arg = a
 		if direct {
-			fr.args[0] = boxWord(argT, *(*unsafe.Pointer)(unsafe.Pointer(&fr.arg)))
+			fr.args[0] = eface.Box(argT, *(*unsafe.Pointer)(unsafe.Pointer(&fr.arg)))
 		} else {
-			fr.args[0] = boxWord(argT, unsafe.Pointer(&fr.arg))
+			fr.args[0] = eface.Box(argT, unsafe.Pointer(&fr.arg))
 		}
 		inv.Args = fr.args[:]
 	}
@@ -195,7 +176,7 @@ func fill[A, R shape](s *stubMethod, ctx context.Context, fr *directFrame[A, R],
 
 func withReply[A, R shape](s *stubMethod, ft reflect.Type) any {
 	argT, direct := argBoxer[A](ft)
-	replyPtrT := typeWord(reflect.PointerTo(s.replyType))
+	replyPtrT := eface.TypeWord(reflect.PointerTo(s.replyType))
 	call := func(ctx context.Context, a A) (R, error) {
 		var zero R
 		if ctx == nil {
@@ -203,7 +184,7 @@ func withReply[A, R shape](s *stubMethod, ft reflect.Type) any {
 		}
 		fr := new(directFrame[A, R])
 		fill(s, ctx, fr, a, argT, direct)
-		fr.inv.Reply = boxWord(replyPtrT, unsafe.Pointer(&fr.reply))
+		fr.inv.Reply = eface.Box(replyPtrT, unsafe.Pointer(&fr.reply))
 		res, err := s.inv.Invoke(ctx, &fr.inv)
 		if err == nil && (res == nil || res.Value != fr.inv.Reply) {
 			err = s.setReply(reflect.NewAt(s.replyType, unsafe.Pointer(&fr.reply)).Elem(), res)

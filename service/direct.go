@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"github.com/minidubbo/minidubbo/internal/eface"
 	"reflect"
 	"unsafe"
 )
@@ -24,8 +25,8 @@ type Reply struct {
 }
 
 var (
-	stringWord = typeWord(reflect.TypeFor[string]())
-	bytesWord  = typeWord(reflect.TypeFor[[]byte]())
+	stringWord = eface.TypeWord(reflect.TypeFor[string]())
+	bytesWord  = eface.TypeWord(reflect.TypeFor[[]byte]())
 )
 
 // boxAt returns an interface value holding *p, of the type whose type
@@ -34,7 +35,7 @@ var (
 // *p must never change afterwards. p escapes as if boxed itself.
 func boxAt[T any](p *T, t unsafe.Pointer) any {
 	v := any(p)
-	(*eface)(unsafe.Pointer(&v)).typ = t
+	eface.Of(&v).Type = t
 	return v
 }
 
@@ -53,18 +54,6 @@ func boxBytes(v []byte, into *Reply) any {
 	}
 	into.b = v
 	return boxAt(&into.b, bytesWord)
-}
-
-// eface is the layout of an empty interface value.
-type eface struct {
-	typ  unsafe.Pointer
-	data unsafe.Pointer
-}
-
-// typeWord returns the type word that interface values of t carry.
-func typeWord(t reflect.Type) unsafe.Pointer {
-	z := reflect.Zero(t).Interface()
-	return (*eface)(unsafe.Pointer(&z)).typ
 }
 
 // Shapes of a parameter or a result that direct calls handle: the Go
@@ -130,16 +119,16 @@ func directFor(rm reflect.Method) direct {
 	arg, reply := shapeNone, shapeNone
 	var argT, replyT unsafe.Pointer
 	if ft.NumIn() == 3 {
-		arg, argT = shapeOf(ft.In(2)), typeWord(ft.In(2))
+		arg, argT = shapeOf(ft.In(2)), eface.TypeWord(ft.In(2))
 	}
 	if ft.NumOut() == 2 {
-		reply, replyT = shapeOf(ft.Out(0)), typeWord(ft.Out(0))
+		reply, replyT = shapeOf(ft.Out(0)), eface.TypeWord(ft.Out(0))
 	}
 	if arg < 0 || reply < 0 {
 		return nil
 	}
 	code := fn.Interface() // a func value whose first parameter is the receiver pointer
-	f := (*eface)(unsafe.Pointer(&code)).data
+	f := eface.Of(&code).Data
 	if arg != shapeWord {
 		argT = nil // a type assertion checks the argument
 	}
@@ -178,23 +167,15 @@ func funcOf[F any](f unsafe.Pointer) F { return *(*F)(unsafe.Pointer(&f)) }
 func argOf[A value | none](a any, t unsafe.Pointer) (A, bool) {
 	var v A
 	if t != nil {
-		e := (*eface)(unsafe.Pointer(&a))
-		if e.typ != t {
+		e := eface.Of(&a)
+		if e.Type != t {
 			return v, false
 		}
-		*(*unsafe.Pointer)(unsafe.Pointer(&v)) = e.data
+		*(*unsafe.Pointer)(unsafe.Pointer(&v)) = e.Data
 		return v, true
 	}
 	v, ok := a.(A)
 	return v, ok
-}
-
-// boxWord returns the interface value of type word t holding p.
-func boxWord(t, p unsafe.Pointer) any {
-	var v any
-	e := (*eface)(unsafe.Pointer(&v))
-	e.typ, e.data = t, p
-	return v
 }
 
 // boxPlain boxes a number or a bool as Go does.
@@ -211,7 +192,7 @@ func withReply[A value | none](f unsafe.Pointer, reply int, argT, replyT unsafe.
 	case shapeBytes:
 		return call[A, []byte](f, argT, boxBytes)
 	case shapeWord:
-		return call[A, unsafe.Pointer](f, argT, func(p unsafe.Pointer, _ *Reply) any { return boxWord(replyT, p) })
+		return call[A, unsafe.Pointer](f, argT, func(p unsafe.Pointer, _ *Reply) any { return eface.Box(replyT, p) })
 	case shapeInt:
 		return call[A, int](f, argT, boxPlain[int])
 	case shapeInt32:
