@@ -31,8 +31,8 @@ type Client struct {
 	mu      sync.Mutex
 	pending map[uint64]*call
 	err     error // set once the connection is gone
-	// timed holds the pending synchronous calls that have a deadline,
-	// soonest first; one timer (expiry), armed for the soonest, ends them
+	// timed holds the pending calls that have a deadline (synchronous
+	// calls and futures alike), soonest first; one timer (expiry), armed for the soonest, ends them
 	// at their deadlines, instead of a timer per call.
 	timed   deadlines
 	expiry  *time.Timer
@@ -44,17 +44,16 @@ type Client struct {
 }
 
 // call is one pending request. Synchronous calls take it from a pool and
-// reuse its channel and timer; asynchronous ones own theirs.
+// reuse its channel; asynchronous ones own theirs.
 type call struct {
 	done  chan struct{}
 	frame *transport.Buffer
 	err   error
-	timer *time.Timer
 
 	async   bool
 	stopCtx func() bool
 
-	// A synchronous call with a deadline: its place in Client.timed (-1
+	// A call with a deadline: its place in Client.timed (-1
 	// when not there), the deadline (clock) and, for its timeout error,
 	// how long it was given and whether by the context.
 	slot     int
@@ -144,9 +143,6 @@ func (cl *call) finish() {
 	if !cl.async {
 		cl.done <- struct{}{}
 		return
-	}
-	if cl.timer != nil {
-		cl.timer.Stop()
 	}
 	if cl.stopCtx != nil {
 		cl.stopCtx()
@@ -307,7 +303,7 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 	}
 	c.pending[id] = cl
 	cl.id = id
-	if !cl.async && !deadline.IsZero() {
+	if !deadline.IsZero() {
 		c.timed.push(cl)
 		if c.armedAt == 0 || cl.deadline < c.armedAt {
 			c.arm(cl.deadline)
@@ -514,7 +510,9 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		close(cl.done)
 		return fut
 	}
-	// The id is known only after prepare; end is set before any timer can fire.
+	// The id is known only after prepare; the context's callback may run
+	// before, and then the check after prepare ends the call. The deadline
+	// is the client's expiry timer's, as for Call.
 	var id atomic.Uint64
 	end := func(err error) {
 		if n := id.Load(); n != 0 && c.remove(n) {
@@ -522,16 +520,13 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 			cl.finish()
 		}
 	}
-	if hasDeadline {
-		cl.timer = time.AfterFunc(time.Hour, func() { end(timeoutError(d, fromCtx)) })
-		cl.timer.Stop()
-	}
 	if ctx.Done() != nil {
 		cl.stopCtx = context.AfterFunc(ctx, func() { end(ctxError(ctx, ctxLeft(ctx, d, fromCtx))) })
 	}
 	var dl time.Time
 	if hasDeadline {
 		dl = time.Now().Add(d)
+		cl.deadline, cl.d, cl.fromCtx = int64(dl.Sub(epoch)), d, fromCtx
 	}
 	n, err := c.prepare(ctx, dl, d, fromCtx, cl, ser, f)
 	if err != nil {
@@ -543,9 +538,6 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		return fut
 	}
 	id.Store(n)
-	if hasDeadline {
-		cl.timer.Reset(time.Until(dl))
-	}
 	if ctx.Err() != nil {
 		end(ctxError(ctx, ctxLeft(ctx, d, fromCtx)))
 	}

@@ -834,6 +834,53 @@ func TestAnsweredCallsLeaveNoDeadline(t *testing.T) {
 	close(h.release)
 }
 
+// TestFuturesShareTheDeadlines: futures wait in the client's deadline heap
+// beside synchronous calls; each ends at its own timeout, and an answered
+// or closed one leaves the heap.
+func TestFuturesShareTheDeadlines(t *testing.T) {
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, &exchange.Options{MaxConcurrent: 1000})
+	c := dial(t, addr, nil)
+	long := c.Go(ctx, time.Hour, 27, request("block"))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, time.Minute, 27, request("block"))
+		errc <- err
+	}()
+	short := []time.Duration{40 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond}
+	futs := make([]*exchange.Future, len(short))
+	for i, d := range short {
+		futs[i] = c.Go(ctx, d, 27, request("block"))
+	}
+	for i, fut := range futs {
+		_, err := fut.Result()
+		var te *status.TimeoutError
+		require.ErrorAs(t, err, &te, "future %d", i)
+		require.Equal(t, short[i], te.Timeout, "future %d", i)
+	}
+	for range 2 + len(short) {
+		<-h.started
+	}
+	require.Equal(t, 2, c.Timed(), "the hour-long future and the minute-long call")
+	close(h.release)
+	got, err := long.Result()
+	require.NoError(t, err)
+	require.Equal(t, "block", string(exchange.Body(got)))
+	got.Release()
+	require.NoError(t, <-errc)
+	require.Zero(t, c.Timed())
+
+	closing := c.Go(ctx, time.Hour, 27, request("waitctx"))
+	<-h.started
+	require.Equal(t, 1, c.Timed())
+	c.Close()
+	_, err = closing.Result()
+	require.ErrorIs(t, err, status.ErrClosed)
+	require.Zero(t, c.Timed())
+	require.Zero(t, c.Pending())
+}
+
 // TestCallAtRunsFromItsStart: CallAt's timeout runs from the time it is
 // given, not from when it is called.
 func TestCallAtRunsFromItsStart(t *testing.T) {
