@@ -177,9 +177,9 @@ type connState struct {
 	turn      uint64
 	listed    atomic.Bool // in Server.nearList
 	// slow is set when the connection's last request run by its reader
-	// (runNear, inline) took longer than nearQuick: then a request read with more of the
-	// connection behind it goes to a worker (leader/follower) instead
-	// of holding up the ones behind it.
+	// (runNear, inline) took longer than nearQuick: then a request read
+	// with more of the connection behind it goes to a worker
+	// (leader/follower) instead of holding up the ones behind it.
 	slow atomic.Bool
 }
 
@@ -511,9 +511,9 @@ type serverHandler struct{ s *Server }
 // the request itself: with the connection unread when no more of it has
 // arrived or the connection's last request was quick (runNear; the
 // watcher has another goroutine read on if the request takes long), else
-// handing the reading to an idle worker first (inline). Otherwise it queues the request for a worker, waiting for a
-// place when the queue is full: while it waits the connection is not
-// read.
+// handing the reading to an idle worker first (inline). Otherwise it
+// queues the request for a worker, waiting for a place when the queue is
+// full: while it waits the connection is not read.
 func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 	s := h.s
 	hdr, err := ParseHeader(f.B)
