@@ -216,23 +216,7 @@ func (d *msgpackDecoder) DecodeString() (string, error) {
 // DecodeBytes implements BytesDecoder: nil for msgpack's nil, a copy of
 // the bytes of a bin or str value otherwise, as decoding into a *[]byte
 // gives.
-func (d *msgpackDecoder) DecodeBytes() ([]byte, error) {
-	n, err := d.d.DecodeBytesLen()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	pos := len(d.data) - d.r.Len()
-	if pos < 0 || n > len(d.data)-pos {
-		return nil, io.ErrUnexpectedEOF
-	}
-	// Cloned, not made and read into: the copy is not zeroed first.
-	b := bytes.Clone(d.data[pos : pos+n])
-	if b == nil {
-		b = []byte{}
-	}
-	_, err = d.r.Seek(int64(n), io.SeekCurrent)
-	return b, err
-}
+func (d *msgpackDecoder) DecodeBytes() ([]byte, error) { return d.decodeBytesInto(nil) }
 
 // decodeBytesInto is decoding into a *[]byte that holds b, as msgpack does
 // it (nil for msgpack's nil, b's array reused when it has room, else a new
