@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"context"
-	"github.com/minidubbo/minidubbo/internal/eface"
 	"reflect"
 	"unsafe"
 
+	"github.com/minidubbo/minidubbo/internal/eface"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/service"
 )

@@ -2,9 +2,10 @@ package service
 
 import (
 	"context"
-	"github.com/minidubbo/minidubbo/internal/eface"
 	"reflect"
 	"unsafe"
+
+	"github.com/minidubbo/minidubbo/internal/eface"
 )
 
 // direct calls a method without reflect.Value.Call: the method's code
