@@ -117,10 +117,15 @@ func rawFrame(body []byte, declared uint32) []byte {
 // rawCall sends frame on a new connection and returns the response status
 // and body, or an error if the connection closed instead.
 func rawCall(t *testing.T, addr string, frame []byte) (status.Code, string, error) {
+	return rawCallWithin(t, addr, frame, testTimeout)
+}
+
+// rawCallWithin is rawCall with the connection's deadline d from now.
+func rawCallWithin(t *testing.T, addr string, frame []byte, d time.Duration) (status.Code, string, error) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(testTimeout))
+	_ = c.SetDeadline(time.Now().Add(d))
 	go func() { _, _ = c.Write(frame) }()
 	var hdr [exchange.HeaderSize]byte
 	if _, err := readFull(c, hdr[:]); err != nil {

@@ -1,12 +1,18 @@
 package dubbo_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -92,16 +98,98 @@ func allocatedDuring(f func()) uint64 {
 	return b.TotalAlloc - a.TotalAlloc
 }
 
-// TestRequestMemoryBound sends hostile request bodies over TCP and checks
-// that each costs the provider at most 4×B + 64 KiB before any method runs
-// (the allocation is the whole process's, client included, measured with
-// runtime.MemStats).
-func TestRequestMemoryBound(t *testing.T) {
-	p := newProtocol(t, nil)
+// memProviderEnv makes the test binary run runMemProvider instead of the
+// tests.
+const memProviderEnv = "MINIDUBBO_MEMTEST_PROVIDER"
+
+// memFrameTimeout is the provider's FrameTimeout in the memory test: far
+// above what an 8 MiB frame takes on a loaded machine, so the test measures
+// memory, not the slow-loris bound (transport tests that one).
+const memFrameTimeout = 2 * time.Minute
+
+// runMemProvider is the child process of TestRequestMemoryBound: a batcher
+// exported alone in its process. It prints its port, then answers each
+// line on stdin: "mem" with the process's TotalAlloc after a GC and its
+// count of GC cycles, "stats" with the protocol's BadAttachments and
+// BadBodies and the method's calls. It exits when stdin closes.
+func runMemProvider() int {
+	p, err := dubbo.New(&dubbo.Options{FrameTimeout: memFrameTimeout})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer p.Close()
 	b := &batcher{u: providerURL("demo.Batch")}
 	exp, err := p.Export(b)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(exp.(*dubbo.Exporter).URL().Port)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "mem":
+			var m runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			fmt.Println(m.TotalAlloc, m.NumGC)
+		case "stats":
+			st := p.Stats()
+			fmt.Println(st.BadAttachments, st.BadBodies, b.calls.Load())
+		default:
+			fmt.Println("unknown command", in.Text())
+		}
+	}
+	return 0
+}
+
+// memProvider is the parent's end of runMemProvider.
+type memProvider struct {
+	port int
+	in   io.Writer
+	out  *bufio.Reader
+}
+
+// startMemProvider starts runMemProvider in a child process, stopped at
+// the end of the test.
+func startMemProvider(t *testing.T) *memProvider {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), memProviderEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	addr := exp.(*dubbo.Exporter).URL().Address()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	m := &memProvider{in: stdin, out: bufio.NewReader(stdout)}
+	_, err = fmt.Fscanln(m.out, &m.port)
+	require.NoError(t, err, "the provider process's port")
+	return m
+}
+
+// ask sends cmd to the provider process and scans its one-line answer
+// into vals.
+func (m *memProvider) ask(t *testing.T, cmd string, vals ...any) {
+	_, err := fmt.Fprintln(m.in, cmd)
+	require.NoError(t, err)
+	_, err = fmt.Fscanln(m.out, vals...)
+	require.NoError(t, err, "the provider process's answer to %q", cmd)
+}
+
+// TestRequestMemoryBound sends hostile request bodies over TCP and checks
+// that each costs the provider at most 4×B + 64 KiB before any method runs.
+// The provider runs alone in a child process, and what is measured is
+// that process's runtime.MemStats.TotalAlloc from before the request is
+// sent to after its answer arrived: no other test's goroutines, and not
+// the client's buffers, count.
+func TestRequestMemoryBound(t *testing.T) {
+	prov := startMemProvider(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(prov.port))
 
 	cases := []struct {
 		name string
@@ -117,22 +205,27 @@ func TestRequestMemoryBound(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			frame := rawFrame(c.body, uint32(len(c.body)))
-			var code status.Code
-			var msg string
-			got := allocatedDuring(func() {
-				code, msg, err = rawCall(t, addr, frame)
-			})
-			require.NoError(t, err)
+			var before, after, gcBefore, gcAfter uint64
+			prov.ask(t, "mem", &before, &gcBefore)
+			start := time.Now()
+			code, msg, err := rawCallWithin(t, addr, frame, memFrameTimeout)
+			took := time.Since(start)
+			prov.ask(t, "mem", &after, &gcAfter)
+			require.NoError(t, err, "the provider closed the connection %v after the %d-byte request was sent, without an answer", took, len(c.body))
 			require.Equal(t, status.BadRequest, code, msg)
 			require.Contains(t, msg, c.want)
-			limit := uint64(4*len(c.body) + 64<<10)
-			require.Less(t, got, limit, "a %d-byte body cost %d bytes", len(c.body), got)
-			t.Logf("%d-byte body: %d bytes allocated (%.2f× the body)", len(c.body), got, float64(got)/float64(len(c.body)))
+			got, limit := after-before, uint64(4*len(c.body)+64<<10)
+			require.Less(t, got, limit,
+				"the provider process allocated %d bytes (TotalAlloc %d -> %d, %d GC cycles, %v) for a %d-byte request body: %.2f× the body; the bound is 4×B + 64 KiB = %d",
+				got, before, after, gcAfter-gcBefore, took, len(c.body), float64(got)/float64(len(c.body)), limit)
+			t.Logf("%d-byte body: the provider allocated %d bytes (%.2f× the body) in %v", len(c.body), got, float64(got)/float64(len(c.body)), took)
 		})
 	}
-	require.Zero(t, b.calls.Load(), "no method ran")
-	require.Equal(t, uint64(1), p.Stats().BadAttachments)
-	require.Equal(t, uint64(1), p.Stats().BadBodies)
+	var badAttachments, badBodies, calls uint64
+	prov.ask(t, "stats", &badAttachments, &badBodies, &calls)
+	require.Zero(t, calls, "no method ran")
+	require.Equal(t, uint64(1), badAttachments)
+	require.Equal(t, uint64(1), badBodies)
 }
 
 // TestAttachmentLimits: over a bound, the provider refuses the request with
