@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -91,5 +93,52 @@ func TestCPUShare(t *testing.T) {
 	}
 	if got := cpuShare(result{}, raw); got != 0 {
 		t.Errorf("no CPU measured: got %v, want 0", got)
+	}
+}
+
+// echoConn is a connection of the raw server in memory: it reads the
+// prepared input, then io.EOF, and records the server's writes. Like
+// *net.TCPConn it has a ReadFrom, which it counts.
+type echoConn struct {
+	net.Conn
+	in        *bytes.Reader
+	out       bytes.Buffer
+	writes    []int
+	readFroms int
+}
+
+func (c *echoConn) Read(p []byte) (int, error) { return c.in.Read(p) }
+func (c *echoConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, len(p))
+	return c.out.Write(p)
+}
+func (c *echoConn) ReadFrom(r io.Reader) (int64, error) {
+	c.readFroms++
+	return io.Copy(struct{ io.Writer }{c}, r)
+}
+func (c *echoConn) Close() error { return nil }
+
+// TestRawEchoWritesFullBuffers: the raw server echoes pipelined 16 KiB
+// frames through its 64 KiB write buffer, writing whole buffers while more
+// input is buffered, never a part of a frame on its own.
+func TestRawEchoWritesFullBuffers(t *testing.T) {
+	var in []byte
+	for i := range 10 {
+		in = binary.BigEndian.AppendUint32(in, 16<<10)
+		in = binary.BigEndian.AppendUint64(in, uint64(i))
+		in = append(in, bytes.Repeat([]byte{byte('a' + i)}, 16<<10)...)
+	}
+	c := &echoConn{in: bytes.NewReader(in)}
+	rawEcho(c)
+	if !bytes.Equal(c.out.Bytes(), in) {
+		t.Fatalf("echoed %d bytes, not the %d sent", c.out.Len(), len(in))
+	}
+	if c.readFroms != 0 {
+		t.Errorf("the socket's ReadFrom was used %d times", c.readFroms)
+	}
+	for i, n := range c.writes[:len(c.writes)-1] {
+		if n != 64<<10 {
+			t.Errorf("write %d of %d: %d bytes, want a full buffer of %d (writes %v)", i+1, len(c.writes), n, 64<<10, c.writes)
+		}
 	}
 }

@@ -57,7 +57,7 @@ func rawEcho(nc net.Conn) {
 		if _, err := bw.Write(hdr[:]); err != nil {
 			return
 		}
-		if _, err := io.CopyN(bw, br, int64(n)); err != nil {
+		if err := rawCopy(bw, br, int(n)); err != nil {
 			return
 		}
 		if br.Buffered() == 0 {
@@ -66,6 +66,25 @@ func rawEcho(nc net.Conn) {
 			}
 		}
 	}
+}
+
+// rawCopy copies n bytes from br to bw through bw's buffer. (io.CopyN would
+// call bw.ReadFrom, which, once bw's buffer has filled and been flushed in
+// the middle of a payload, hands the rest to the socket's own ReadFrom: a
+// fresh 32 KiB buffer and a write of a part of a frame, unbatched.)
+func rawCopy(bw *bufio.Writer, br *bufio.Reader, n int) error {
+	for n > 0 {
+		p, err := br.Peek(min(n, br.Size()))
+		if len(p) == 0 {
+			return err
+		}
+		if _, err := bw.Write(p); err != nil {
+			return err
+		}
+		_, _ = br.Discard(len(p))
+		n -= len(p)
+	}
+	return nil
 }
 
 type rawClient struct {
