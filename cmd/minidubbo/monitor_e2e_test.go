@@ -91,12 +91,12 @@ func TestMonitorEndToEnd(t *testing.T) {
 	defer cancel()
 	zkc := zktest.Start(t)
 	dir := t.TempDir()
-	for prog, pkg := range map[string]string{
-		"minidubbo": ".", "provider": "../../examples/hello/provider", "consumer": "../../examples/hello/consumer",
-	} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), pkg).CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", prog, out)
-	}
+	// One go build for the three programs (minidubbo, provider, consumer,
+	// named after their directories): it checks and links them together
+	// instead of one after another.
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
+		".", "../../examples/hello/provider", "../../examples/hello/consumer").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
 
 	mon := startProc(t, ctx, filepath.Join(dir, "minidubbo"), "monitor", "-registry", zkc.Address(),
 		"-http", "127.0.0.1:0", "-data", filepath.Join(dir, "data"))
@@ -113,12 +113,13 @@ func TestMonitorEndToEnd(t *testing.T) {
 	// and time out there. Every call must reach its provider for the
 	// provider's counts below: a 50 ms timeout did not leave a loaded
 	// machine time enough to send every one (the slow provider counted
-	// 199 of 200), 2 s does; 40 callers keep the 200 slow calls short.
+	// 199 of 200), 2 s does; 100 callers wait out the 200 slow calls in
+	// about two rounds of 2 s (40 callers took five, 10 s).
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-json",
-		"-loadbalance", "roundrobin", "-cluster", "failfast", "-calls", "400", "-concurrency", "40",
+		"-loadbalance", "roundrobin", "-cluster", "failfast", "-calls", "400", "-concurrency", "100",
 		"-timeout", "2s", "-report-interval", "1s")
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	out, err = cmd.Output()
 	var exit *exec.ExitError
 	if err != nil {
 		require.ErrorAs(t, err, &exit, "consumer: %s", out)
