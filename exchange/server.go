@@ -619,6 +619,14 @@ func (s *Server) runTimed(j job) {
 	j.cs.slow.Store(time.Since(j.recv) > nearQuick)
 }
 
+// answerTimed is runTimed that returns the response frame (nil for a
+// one-way request) instead of sending it, and whether it was lone.
+func (s *Server) answerTimed(j job) (*transport.Buffer, bool) {
+	out, lone := s.answer(j)
+	j.cs.slow.Store(time.Since(j.recv) > nearQuick)
+	return out, lone
+}
+
 // reserve takes a worker's place for a request run inline without a
 // worker taking over, and reports false when the pool is full.
 func (s *Server) reserve() bool { return s.rejoin() }
@@ -649,9 +657,15 @@ func (s *Server) runNear(cs *connState, j job) {
 	if s.watchParked.Load() && s.watchParked.CompareAndSwap(true, false) {
 		s.watchWake <- struct{}{} // never blocks: one wake per park
 	}
-	s.runTimed(j)
+	out, lone := s.answerTimed(j)
 	if cs.unclaimed.CompareAndSwap(turn, 0) {
 		j.conn.Reattach()
+		if out != nil {
+			// This goroutine reads on: the response leaves with the
+			// others of its read, written by it before it waits for the
+			// network, not handed to the connection's writer.
+			_ = j.conn.SendLater(out)
+		}
 		// Give the place back, and start a worker if requests were
 		// queued while this goroutine held it (their reader could not):
 		// their reader raised queued before it looked at workers, this
@@ -665,6 +679,9 @@ func (s *Server) runNear(cs *connState, j job) {
 		return
 	}
 	// Rescued: this goroutine keeps the place it reserved, as a worker.
+	if out != nil {
+		s.send(j.conn, out, lone)
+	}
 	if pooled {
 		return // work counts j out of held when Resume returns
 	}
@@ -765,6 +782,9 @@ func (s *Server) rescueSlow() (busy, lingering bool) {
 		age := now - cs.nearSince.Load()
 		if age >= int64(nearLinger) {
 			lingering = true
+			// Responses its reader queued (SendLater) before this run
+			// would wait for it: the writer sends them.
+			cs.conn.Kick()
 		}
 		if stopping || age >= int64(nearGrace) {
 			slow = append(slow, cs)
@@ -866,6 +886,9 @@ func (s *Server) wait(cs *connState, conn *transport.Conn, j job) {
 	}
 	s.mu.Unlock()
 	s.spawn() // the queue is full: make sure the pool is at full strength
+	// This reader waits now, not for the network: what it queued with
+	// SendLater goes to the writer.
+	conn.Kick()
 	cs.paused.Store(true)
 	s.paused.Add(1)
 	s.pauses.Add(1)
@@ -1040,6 +1063,14 @@ func (s *Server) dropQueued(cs *connState) int {
 // run handles one request and answers it; the caller counts it out of
 // held.
 func (s *Server) run(j job) {
+	if out, lone := s.answer(j); out != nil {
+		s.send(j.conn, out, lone)
+	}
+}
+
+// answer handles one request and returns its response frame, nil for a
+// one-way request, and whether the request was lone (see reply).
+func (s *Server) answer(j job) (*transport.Buffer, bool) {
 	resp, err := s.handle(j)
 	j.f.Release()
 	lone := j.cs.inflight.Add(-1) == 0 && j.quiet
@@ -1047,9 +1078,9 @@ func (s *Server) run(j job) {
 		if resp != nil {
 			resp.Release()
 		}
-		return
+		return nil, false
 	}
-	s.reply(j.conn, j.hdr, resp, err, lone)
+	return s.response(j.hdr, resp, err), lone
 }
 
 func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
@@ -1080,6 +1111,21 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 // it; responses that come in numbers are left to the writer, which sends
 // them together.
 func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer, err error, lone bool) {
+	s.send(conn, s.response(req, resp, err), lone)
+}
+
+// send sends a response frame; lone: see reply.
+func (s *Server) send(conn *transport.Conn, f *transport.Buffer, lone bool) {
+	if lone {
+		_ = conn.SendNow(f)
+		return
+	}
+	_ = conn.Send(f)
+}
+
+// response is the frame answering req: resp with an OK status, or err's
+// status and message (see reply).
+func (s *Server) response(req Header, resp *transport.Buffer, err error) *transport.Buffer {
 	if err == nil && resp == nil {
 		resp = NewFrame()
 	}
@@ -1104,11 +1150,7 @@ func (s *Server) reply(conn *transport.Conn, req Header, resp *transport.Buffer,
 	}
 	h := Header{Serializer: req.Serializer, Status: code, ID: req.ID, Length: uint32(len(resp.B) - HeaderSize)}
 	h.Put(resp.B)
-	if lone {
-		_ = conn.SendNow(resp)
-		return
-	}
-	_ = conn.Send(resp)
+	return resp
 }
 
 // fifo is a first-in first-out queue on a ring buffer; its zero value is

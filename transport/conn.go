@@ -98,6 +98,9 @@ type Conn struct {
 
 	lastRead atomic.Int64
 
+	// writerWrites counts the writes the writer goroutine made (tests).
+	writerWrites atomic.Uint64
+
 	rs       readState     // the reading role's
 	epoch    atomic.Uint64 // counts Detach calls
 	detached atomic.Bool   // between Detach and Resume
@@ -193,6 +196,15 @@ func (c *Conn) Err() error {
 // released after it is written, or at once on error). It returns the
 // connection's error if it is closed. Send does not block on the network.
 func (c *Conn) Send(f *Buffer) error {
+	if err := c.enqueue(f); err != nil {
+		return err
+	}
+	c.Kick()
+	return nil
+}
+
+// enqueue queues f without waking the writer; see Send.
+func (c *Conn) enqueue(f *Buffer) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -210,9 +222,128 @@ func (c *Conn) Send(f *Buffer) error {
 	c.queue = append(c.queue, f)
 	c.queued += len(f.B)
 	c.mu.Unlock()
+	return nil
+}
+
+// Kick wakes the connection's writer to write what is queued, the frames
+// of SendLater included.
+func (c *Conn) Kick() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// SendLater is Send for the goroutine that holds the reading role (in
+// Handler.Serve, or after Reattach): f is queued without waking the
+// writer, and the read loop writes the frames queued so itself, with one
+// writev that does not wait for the socket, before it next waits for the
+// network (what the socket does not take goes to the writer). Responses to
+// requests read together thus leave together, from the goroutine that
+// read them, as a server that answers from its read loop and flushes when
+// no input is buffered: no hand-off to the writer. The frames move with
+// the reading role (Detach, Resume), and any wake-up of the writer (Send,
+// Kick, Close) writes them too. On connections other than plain TCP it
+// is Send, and so it is for a frame of laterMax bytes or more: large
+// frames arrive one per read, so the reader would write each alone, where
+// the writer gathers them.
+func (c *Conn) SendLater(f *Buffer) error {
+	if c.direct == nil || len(f.B) >= laterMax {
+		return c.Send(f)
+	}
+	if err := c.enqueue(f); err != nil {
+		return err
+	}
+	c.rs.later = true
+	return nil
+}
+
+// laterMax is the size from which SendLater is Send.
+const laterMax = 4 << 10
+
+// flushLater writes the frames SendLater queued, before the read loop
+// waits for the network: from this goroutine when nobody else writes,
+// else they are the writer's already.
+func (c *Conn) flushLater() {
+	if c.rs.later {
+		c.writeLater()
+	}
+}
+
+// writeLater is flushLater's work, out of line.
+func (c *Conn) writeLater() {
+	rs := &c.rs
+	rs.later = false
+	c.mu.Lock()
+	if c.err != nil || c.writing || len(c.queue) == 0 {
+		// Closing, or the writer (or a SendNow, which wakes it when it
+		// leaves frames queued) has them.
+		c.mu.Unlock()
+		return
+	}
+	q := c.queue
+	c.queue = rs.spare[:0]
+	c.writing = true
+	c.mu.Unlock()
+	taken := 0
+	for _, f := range q {
+		taken += len(f.B)
+	}
+	raceReleaseIO()
+	n, err := c.direct.writev(q)
+	var rest []*Buffer
+	if err == nil {
+		rest = unwritten(q, n)
+	} else {
+		for _, f := range q {
+			f.Release()
+		}
+	}
+	clear(q)
+	rs.spare = q[:0]
+	c.mu.Lock()
+	c.writing = false
+	if err != nil {
+		n = taken // dropped: they count no more
+	}
+	c.queued -= n
+	if c.space != nil {
+		close(c.space)
+		c.space = nil
+	}
+	if len(rest) > 0 {
+		c.queue = append(rest, c.queue...)
+	}
+	wake := len(c.queue) > 0
+	c.mu.Unlock()
+	if err != nil {
+		c.shutdown(err, false)
+		return
+	}
+	if wake {
+		c.Kick()
+	}
+}
+
+// unwritten releases the frames of q that the first n bytes wrote, and
+// returns the rest, the first of them cut to its unwritten tail (a copy).
+func unwritten(q []*Buffer, n int) []*Buffer {
+	for i, f := range q {
+		if n >= len(f.B) {
+			n -= len(f.B)
+			f.Release()
+			continue
+		}
+		rest := make([]*Buffer, 0, len(q)-i)
+		if n > 0 {
+			tail := GetBuffer()
+			tail.B = append(tail.B, f.B[n:]...)
+			f.Release()
+			rest = append(rest, tail)
+		} else {
+			rest = append(rest, f)
+		}
+		return append(rest, q[i+1:]...)
 	}
 	return nil
 }
@@ -378,6 +509,10 @@ type readState struct {
 	frameDeadline bool
 	// fresh: the current frame's FrameTimeout deadline is set.
 	fresh bool
+	// later: SendLater queued frames that flushLater has not looked at;
+	// spare is flushLater's reused slice.
+	later bool
+	spare []*Buffer
 }
 
 // errDetached ends a read loop whose Handler.Serve called Detach.
@@ -477,6 +612,7 @@ func (c *Conn) read() error {
 			// with the buffer, for up to idleHold, so that a frame costs
 			// one read and not a one-byte read and another. The deadline
 			// is moved only when it gets near, not for every frame.
+			c.flushLater()
 			now := time.Now()
 			if rs.frameDeadline || rs.deadline.Sub(now) < idleHold/2 {
 				if err := rs.setDeadline(c.nc, now.Add(idleHold), false); err != nil {
@@ -495,6 +631,7 @@ func (c *Conn) read() error {
 		if rs.br == nil {
 			// Idle: wait for the next frame's first byte without a
 			// deadline and without holding a buffer.
+			c.flushLater()
 			if !rs.deadline.IsZero() {
 				if err := rs.setDeadline(c.nc, time.Time{}, false); err != nil {
 					return err
@@ -512,6 +649,7 @@ func (c *Conn) read() error {
 			}
 		} else {
 			if rs.br.Buffered() < HeaderSize {
+				c.flushLater()
 				if err := c.frameStarted(); err != nil {
 					return err
 				}
@@ -528,6 +666,7 @@ func (c *Conn) read() error {
 			return fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
 		}
 		if rs.br.Buffered() < n {
+			c.flushLater()
 			if err := c.frameStarted(); err != nil {
 				return err
 			}
@@ -816,6 +955,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 				continue
 			}
 			n, err := w.write(c.nc)
+			c.writerWrites.Add(1)
 			c.dequeued(n)
 			if err != nil {
 				return err
@@ -828,6 +968,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			q[i] = nil
 			if len(w.frames) >= maxVectorFrames || w.bytes >= maxVectorBytes {
 				n, err := w.write(c.nc)
+				c.writerWrites.Add(1)
 				c.dequeued(n)
 				if err != nil {
 					for _, g := range q[i+1:] {

@@ -10,3 +10,5 @@ type directWrite struct{}
 func newDirectWrite(net.Conn) *directWrite { return nil }
 
 func (*directWrite) write([]byte) (int, error) { return 0, nil }
+
+func (*directWrite) writev([]*Buffer) (int, error) { return 0, nil }

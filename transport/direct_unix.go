@@ -17,6 +17,9 @@ type directWrite struct {
 	b   []byte
 	n   int
 	err error
+
+	fnv func(fd uintptr) bool // writev's (Linux)
+	iov []syscall.Iovec
 }
 
 func newDirectWrite(nc net.Conn) *directWrite {
@@ -30,6 +33,7 @@ func newDirectWrite(nc net.Conn) *directWrite {
 	}
 	d := &directWrite{raw: raw}
 	d.fn = d.once
+	d.fnv = d.vfn()
 	return d
 }
 

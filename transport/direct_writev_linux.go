@@ -1,0 +1,58 @@
+package transport
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// maxIov bounds the buffers of one writev (the kernel's IOV_MAX).
+const maxIov = 1024
+
+// writev writes what the socket takes now of the frames, with one writev
+// that does not wait for room, and returns how many bytes it took; a full
+// socket is not an error. Only the goroutine that set Conn.writing uses it.
+func (d *directWrite) writev(frames []*Buffer) (int, error) {
+	if len(frames) == 1 {
+		return d.write(frames[0].B)
+	}
+	iov := d.iov[:0]
+	for _, f := range frames[:min(len(frames), maxIov)] {
+		if len(f.B) == 0 {
+			continue
+		}
+		v := syscall.Iovec{Base: &f.B[0]}
+		v.SetLen(len(f.B))
+		iov = append(iov, v)
+	}
+	d.iov = iov
+	if len(iov) == 0 {
+		return 0, nil
+	}
+	err := d.raw.Write(d.fnv)
+	n, werr := d.n, d.err
+	clear(d.iov)
+	d.err = nil
+	if err != nil {
+		return 0, err
+	}
+	if werr != nil && werr != syscall.EAGAIN {
+		return n, werr
+	}
+	return n, nil
+}
+
+func (d *directWrite) oncev(fd uintptr) bool {
+	for {
+		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.iov[0])), uintptr(len(d.iov)))
+		if e == syscall.EINTR {
+			continue
+		}
+		d.n, d.err = int(r), nil
+		if e != 0 {
+			d.n, d.err = 0, e
+		}
+		return true // done, whatever the socket took
+	}
+}
+
+func (d *directWrite) vfn() func(uintptr) bool { return d.oncev }

@@ -1,0 +1,21 @@
+//go:build unix && !linux
+
+package transport
+
+// writev writes what the socket takes now of the frames, one write per
+// frame, stopping at the first the socket does not take whole, and
+// returns how many bytes it took. Only the goroutine that set
+// Conn.writing uses it.
+func (d *directWrite) writev(frames []*Buffer) (int, error) {
+	total := 0
+	for _, f := range frames {
+		n, err := d.write(f.B)
+		total += n
+		if err != nil || n < len(f.B) {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (d *directWrite) vfn() func(uintptr) bool { return nil }

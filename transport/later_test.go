@@ -1,0 +1,147 @@
+package transport_test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// laterEcho echoes every frame with SendLater from its Serve.
+type laterEcho struct{ closed chan error }
+
+func (h *laterEcho) Serve(c *transport.Conn, f *transport.Buffer) { _ = c.SendLater(f) }
+
+func (h *laterEcho) Closed(_ *transport.Conn, err error) { h.closed <- err }
+
+// laterServer accepts one connection and serves it with a laterEcho; it
+// returns a raw client connection to it and the server's Conn.
+func laterServer(t *testing.T) (net.Conn, *transport.Conn, *laterEcho) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	client, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	nc := <-accepted
+	require.NotNil(t, nc)
+	h := &laterEcho{closed: make(chan error, 1)}
+	return client, transport.NewConn(nc, h, nil), h
+}
+
+func rawFrame(id uint64, body string) []byte {
+	f := frame(id, body)
+	defer f.Release()
+	return append([]byte(nil), f.B...)
+}
+
+// readFrame reads one frame from a raw connection and returns its id and
+// body.
+func readFrame(t *testing.T, c net.Conn) (uint64, string) {
+	t.Helper()
+	var h [transport.HeaderSize]byte
+	_, err := io.ReadFull(c, h[:])
+	require.NoError(t, err)
+	body := make([]byte, binary.BigEndian.Uint32(h[12:16]))
+	_, err = io.ReadFull(c, body)
+	require.NoError(t, err)
+	return binary.BigEndian.Uint64(h[4:12]), string(body)
+}
+
+// Frames queued with SendLater by the reader are written by the reader
+// when it has read all there was, before it waits: many frames read
+// together leave without the writer goroutine.
+func TestSendLaterWrittenByReader(t *testing.T) {
+	client, server, h := laterServer(t)
+	defer client.Close()
+	const n = 50
+	var all []byte
+	for i := range n {
+		all = append(all, rawFrame(uint64(i), "hello")...)
+	}
+	_, err := client.Write(all)
+	require.NoError(t, err)
+	require.NoError(t, client.SetReadDeadline(deadline(t)))
+	for i := range n {
+		id, body := readFrame(t, client)
+		require.Equal(t, uint64(i), id, "in order")
+		require.Equal(t, "hello", body)
+	}
+	require.Zero(t, transport.WriterWrites(server), "the reader wrote the answers itself")
+	require.NoError(t, server.Close())
+	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+}
+
+// A reader that has read part of the next frame writes what it queued
+// before it waits for the rest: the answer to the first frame does not
+// wait for the second to be completed.
+func TestSendLaterFlushedBeforePartialFrame(t *testing.T) {
+	for name, cut := range map[string]int{"in the header": 5, "in the body": transport.HeaderSize + 3} {
+		t.Run(name, func(t *testing.T) {
+			client, server, h := laterServer(t)
+			defer client.Close()
+			second := rawFrame(2, "second frame")
+			_, err := client.Write(append(rawFrame(1, "first"), second[:cut]...))
+			require.NoError(t, err)
+			require.NoError(t, client.SetReadDeadline(deadline(t)))
+			id, body := readFrame(t, client)
+			require.Equal(t, uint64(1), id)
+			require.Equal(t, "first", body)
+			_, err = client.Write(second[cut:])
+			require.NoError(t, err)
+			id, body = readFrame(t, client)
+			require.Equal(t, uint64(2), id)
+			require.Equal(t, "second frame", body)
+			require.NoError(t, server.Close())
+			require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+		})
+	}
+}
+
+// On a connection that cannot write directly (here a pipe), SendLater is
+// Send.
+func TestSendLaterOnPipeIsSend(t *testing.T) {
+	ctx := testCtx(t)
+	client := newRecorder(false)
+	a, b := pipePair(t, client, &laterEcho{closed: make(chan error, 1)})
+	require.NoError(t, a.Send(frame(7, "x")))
+	got := recv(t, ctx, client.frames)
+	require.Equal(t, uint64(7), binary.BigEndian.Uint64(got[4:12]))
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+}
+
+// deadline bounds a raw client's reads in these tests.
+func deadline(t *testing.T) time.Time {
+	d, _ := testCtx(t).Deadline()
+	return d
+}
+
+// A frame of 4 KiB or more given to SendLater goes to the writer, which
+// gathers such frames better than a reader that reads them one at a time.
+func TestSendLaterLargeFramesGoToWriter(t *testing.T) {
+	client, server, h := laterServer(t)
+	defer client.Close()
+	big := strings.Repeat("b", 8<<10)
+	_, err := client.Write(rawFrame(1, big))
+	require.NoError(t, err)
+	require.NoError(t, client.SetReadDeadline(deadline(t)))
+	id, body := readFrame(t, client)
+	require.Equal(t, uint64(1), id)
+	require.Equal(t, big, body)
+	require.Eventually(t, func() bool { return transport.WriterWrites(server) == 1 }, 5*time.Second, time.Millisecond,
+		"the writer wrote it")
+	require.NoError(t, server.Close())
+	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+}
