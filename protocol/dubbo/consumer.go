@@ -35,13 +35,27 @@ type pool struct {
 	next  atomic.Uint32
 }
 
-// client returns a connected client, dialling on first use.
-func (pl *pool) client(ctx context.Context) (*exchange.Client, error) {
-	c := pl.conns[0]
-	if len(pl.conns) > 1 {
-		c = pl.conns[pl.next.Add(1)%uint32(len(pl.conns))]
+// fillLimit is how many calls a connection of a pool takes before the
+// next calls spread over every connection (see pool.pick).
+const fillLimit = 16
+
+// pick returns the connection for the next call: the first one with fewer
+// than fillLimit calls in flight, else the next in turn. Calls that fit on
+// one connection share it, and its writes: the frames queued while its
+// writer wakes go out in one writev, and the provider reads them in one
+// read, where calls spread over every connection would each pay a write, a
+// read and a wake-up on both sides. Under more load than that every
+// connection is used, in turn, as before.
+func (pl *pool) pick() *lazyConn {
+	if len(pl.conns) == 1 {
+		return pl.conns[0]
 	}
-	return c.get(ctx)
+	for _, c := range pl.conns {
+		if c.inflight.Load() < fillLimit && c.available() {
+			return c
+		}
+	}
+	return pl.conns[pl.next.Add(1)%uint32(len(pl.conns))]
 }
 
 func (pl *pool) available() bool {
@@ -66,6 +80,9 @@ type lazyConn struct {
 	addr string
 	tls  *tls.Config // nil: plain TCP
 	cur  atomic.Pointer[exchange.Client]
+	// inflight counts the calls that picked this connection and have not
+	// ended.
+	inflight atomic.Int32
 
 	// unusable mirrors down != nil || closed, for available(), which must
 	// not wait for c.mu while a dial holds it.
@@ -465,7 +482,10 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	if r.closed.Load() {
 		return nil, status.ErrClosed
 	}
-	cl, err := r.pool.client(ctx)
+	lc := r.pool.pick()
+	lc.inflight.Add(1)
+	defer lc.inflight.Add(-1)
+	cl, err := lc.get(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,10 @@ const (
 // setting whose zero is literal: no limit, which is its default.
 type Options struct {
 	// Connections is the number of connections per provider address
-	// (default 1); calls are spread over them in turn.
+	// (default 1). A call goes to the first connection with fewer than 16
+	// calls in flight, so that calls that fit on one connection share its
+	// writes and reads; when every connection has 16, calls are spread
+	// over them in turn.
 	Connections int
 	// MaxPayload bounds every frame body in both directions (default
 	// exchange.DefaultMaxPayload, 8 MiB). A larger request fails with status.ErrPayloadTooLarge
