@@ -287,12 +287,12 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 		f.Release()
 		return 0, status.ErrReadOnly
 	}
-	if n := len(f.B) - HeaderSize; n > c.opts.MaxPayload {
+	if n := f.Len() - HeaderSize; n > c.opts.MaxPayload {
 		f.Release()
 		return 0, fmt.Errorf("%w: request of %d bytes, limit %d", status.ErrPayloadTooLarge, n, c.opts.MaxPayload)
 	}
 	id := c.nextID.Add(1)
-	h := Header{Request: true, TwoWay: true, Serializer: ser, ID: id, Length: uint32(len(f.B) - HeaderSize)}
+	h := Header{Request: true, TwoWay: true, Serializer: ser, ID: id, Length: uint32(f.Len() - HeaderSize)}
 	h.Put(f.B)
 	c.mu.Lock()
 	if c.err != nil {

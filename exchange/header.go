@@ -91,5 +91,10 @@ func NewFrame() *transport.Buffer {
 
 var zeroHeader [HeaderSize]byte
 
-// Body returns the body of frame f (everything after the header).
+// Body returns the body of frame f (everything after the header) in B;
+// a frame to send with spliced bytes (transport.Buffer.Splice) has
+// BodyLen bytes of body, not all of them in B.
 func Body(f *transport.Buffer) []byte { return f.B[HeaderSize:] }
+
+// BodyLen returns the length of f's body, spliced bytes included.
+func BodyLen(f *transport.Buffer) int { return f.Len() - HeaderSize }

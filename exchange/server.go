@@ -26,7 +26,8 @@ const maxErrorMessage = 4 << 10
 // Request is a request handed to a Handler.
 type Request struct {
 	Header
-	// Body is the request body; it is valid until Handle returns.
+	// Body is the request body; it is valid until Handle returns, unless
+	// KeepBody reports true.
 	Body []byte
 	// RemoteAddr is the consumer's address.
 	RemoteAddr net.Addr
@@ -34,6 +35,22 @@ type Request struct {
 	// for a worker: a handler that bounds a request's time counts from
 	// it, so that time spent in the queue counts.
 	Received time.Time
+
+	frame *transport.Buffer // the frame Body is in; nil: none to keep
+}
+
+// KeepBody asks that Body's memory stay the handler's: the server then
+// never reuses it for another frame, so that values decoded in place (a
+// []byte argument as a slice of the body) may outlive Handle, and a
+// response may refer to them (transport.Buffer.Splice). It reports false
+// when it cannot (a Request made by hand): Body is then valid only until
+// Handle returns.
+func (r *Request) KeepBody() bool {
+	if r.frame == nil {
+		return false
+	}
+	r.frame.Keep()
+	return true
 }
 
 // Handler answers requests; protocol/dubbo implements it. The server calls
@@ -1097,7 +1114,7 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
 		}
 	}()
-	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv}
+	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, frame: j.f}
 	return s.h.Handle(j.cs.ctx, req)
 }
 
@@ -1130,7 +1147,7 @@ func (s *Server) response(req Header, resp *transport.Buffer, err error) *transp
 		resp = NewFrame()
 	}
 	if err == nil {
-		if n := len(resp.B) - HeaderSize; n > s.opts.MaxPayload {
+		if n := resp.Len() - HeaderSize; n > s.opts.MaxPayload {
 			resp.Release()
 			resp = nil
 			err = fmt.Errorf("%w: response of %d bytes, limit %d", status.ErrPayloadTooLarge, n, s.opts.MaxPayload)
@@ -1148,7 +1165,7 @@ func (s *Server) response(req Header, resp *transport.Buffer, err error) *transp
 		resp = NewFrame()
 		resp.B = append(resp.B, msg...)
 	}
-	h := Header{Serializer: req.Serializer, Status: code, ID: req.ID, Length: uint32(len(resp.B) - HeaderSize)}
+	h := Header{Serializer: req.Serializer, Status: code, ID: req.ID, Length: uint32(resp.Len() - HeaderSize)}
 	h.Put(resp.B)
 	return resp
 }

@@ -85,7 +85,10 @@ func (e *msgpackEncoder) Encode(v any) error {
 	return e.e.Encode(v)
 }
 func (e *msgpackEncoder) EncodeString(s string) error { return e.e.EncodeString(s) }
-func (e *msgpackEncoder) EncodeInt(n int64) error     { return e.e.EncodeInt(n) }
+
+// EncodeBytesHeader implements BytesHeaderEncoder.
+func (e *msgpackEncoder) EncodeBytesHeader(n int) error { return e.e.EncodeBytesLen(n) }
+func (e *msgpackEncoder) EncodeInt(n int64) error       { return e.e.EncodeInt(n) }
 
 func (e *msgpackEncoder) EncodeMap(m map[string]string) error {
 	if err := e.e.EncodeMapLen(len(m)); err != nil {
@@ -108,8 +111,10 @@ func (e *msgpackEncoder) Release() {
 }
 
 var (
-	_ InterningDecoder = (*msgpackDecoder)(nil)
-	_ BytesDecoder     = (*msgpackDecoder)(nil)
+	_ InterningDecoder    = (*msgpackDecoder)(nil)
+	_ BytesDecoder        = (*msgpackDecoder)(nil)
+	_ InPlaceBytesDecoder = (*msgpackDecoder)(nil)
+	_ BytesHeaderEncoder  = (*msgpackEncoder)(nil)
 )
 
 var msgpackDecoders = sync.Pool{New: func() any {
@@ -217,6 +222,27 @@ func (d *msgpackDecoder) DecodeString() (string, error) {
 // the bytes of a bin or str value otherwise, as decoding into a *[]byte
 // gives.
 func (d *msgpackDecoder) DecodeBytes() ([]byte, error) { return d.decodeBytesInto(nil) }
+
+// DecodeBytesInPlace implements InPlaceBytesDecoder: nil for msgpack's
+// nil, else the bytes of a bin or str value as a slice of the input.
+func (d *msgpackDecoder) DecodeBytesInPlace() (b []byte, err error) {
+	defer recoverDecode(&err)
+	n, err := d.d.DecodeBytesLen()
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		return nil, nil
+	}
+	pos := len(d.data) - d.r.Len()
+	if pos < 0 || n > len(d.data)-pos {
+		return nil, io.ErrUnexpectedEOF
+	}
+	if _, err := d.r.Seek(int64(n), io.SeekCurrent); err != nil {
+		return nil, err
+	}
+	return d.data[pos : pos+n : pos+n], nil
+}
 
 // decodeBytesInto is decoding into a *[]byte that holds b, as msgpack does
 // it (nil for msgpack's nil, b's array reused when it has room, else a new

@@ -212,7 +212,7 @@ func (c *Conn) enqueue(f *Buffer) error {
 		f.Release()
 		return err
 	}
-	if c.queued+len(f.B) > c.opts.MaxQueue && len(c.queue) > 0 {
+	if c.queued+f.Len() > c.opts.MaxQueue && len(c.queue) > 0 {
 		c.mu.Unlock()
 		f.Release()
 		err := fmt.Errorf("%w: more than %d bytes queued", ErrSlowPeer, c.opts.MaxQueue)
@@ -220,7 +220,7 @@ func (c *Conn) enqueue(f *Buffer) error {
 		return err
 	}
 	c.queue = append(c.queue, f)
-	c.queued += len(f.B)
+	c.queued += f.Len()
 	c.mu.Unlock()
 	return nil
 }
@@ -244,11 +244,11 @@ func (c *Conn) Kick() {
 // no input is buffered: no hand-off to the writer. The frames move with
 // the reading role (Detach, Resume), and any wake-up of the writer (Send,
 // Kick, Close) writes them too. On connections other than plain TCP it
-// is Send, and so it is for a frame of laterMax bytes or more: large
-// frames arrive one per read, so the reader would write each alone, where
-// the writer gathers them.
+// is Send, and so it is for a frame of laterMax bytes or more (or with
+// spliced bytes): large frames arrive one per read, so the reader would
+// write each alone, where the writer gathers them.
 func (c *Conn) SendLater(f *Buffer) error {
-	if c.direct == nil || len(f.B) >= laterMax {
+	if c.direct == nil || f.Len() >= laterMax || f.Spliced() {
 		return c.Send(f)
 	}
 	if err := c.enqueue(f); err != nil {
@@ -280,6 +280,15 @@ func (c *Conn) writeLater() {
 		// leaves frames queued) has them.
 		c.mu.Unlock()
 		return
+	}
+	for _, f := range c.queue {
+		if f.Spliced() {
+			// A Send queued it (and woke the writer): the writer
+			// writes spliced bytes, and these frames with them.
+			c.mu.Unlock()
+			c.Kick()
+			return
+		}
 	}
 	q := c.queue
 	c.queue = rs.spare[:0]
@@ -355,9 +364,10 @@ func unwritten(q []*Buffer, n int) []*Buffer {
 // connection's writer goroutine. Otherwise, and on connections other than
 // plain TCP, it is Send. A lone response or request saves a hand-off to
 // the writer that way; frames that come in numbers are better queued,
-// so that the writer sends many with one call.
+// so that the writer sends many with one call. A frame with spliced bytes
+// is always queued.
 func (c *Conn) SendNow(f *Buffer) error {
-	if c.direct == nil {
+	if c.direct == nil || f.Spliced() {
 		return c.Send(f)
 	}
 	c.mu.Lock()
@@ -423,9 +433,9 @@ func (c *Conn) SendWait(ctx context.Context, deadline time.Time, f *Buffer) erro
 			f.Release()
 			return err
 		}
-		if c.queued+len(f.B) <= c.opts.MaxQueue || len(c.queue) == 0 {
+		if c.queued+f.Len() <= c.opts.MaxQueue || len(c.queue) == 0 {
 			c.queue = append(c.queue, f)
-			c.queued += len(f.B)
+			c.queued += f.Len()
 			c.mu.Unlock()
 			select {
 			case c.wake <- struct{}{}:
@@ -671,7 +681,9 @@ func (c *Conn) read() error {
 				return err
 			}
 		}
-		f := GetBuffer()
+		// As readBody would grow it: a declared length gets at most
+		// readStep bytes before they arrive.
+		f := getReadBuffer(HeaderSize + min(n, readStep))
 		f.B = append(f.B, hdr...)
 		if err := readBody(rs.br, c.nc, f, n); err != nil {
 			f.Release()
@@ -744,7 +756,7 @@ func putWriter(bw *bufio.Writer) {
 // straight into f rather than through br (one copy less).
 func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
 	for n > 0 {
-		chunk := min(n, max(3*len(f.B), 64<<10))
+		chunk := min(n, max(3*len(f.B), readStep))
 		f.B = growExact(f.B, len(f.B)+chunk)
 		start := len(f.B)
 		f.B = f.B[:start+chunk]
@@ -772,12 +784,23 @@ func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
 // buffer.
 const directRead = 4 << 10
 
-// growExact returns b with capacity at least n, allocating exactly n.
+// readStep is the least that readBody grows a frame by.
+const readStep = 64 << 10
+
+// growExact returns b with capacity at least n, allocating exactly n
+// (rounded up to the allocator's size class); from noZeroMin bytes the
+// new memory is not zeroed first, so the caller must write the bytes
+// past len(b) before it exposes them.
 func growExact(b []byte, n int) []byte {
 	if cap(b) >= n {
 		return b
 	}
-	nb := make([]byte, len(b), n)
+	var nb []byte
+	if n >= noZeroMin {
+		nb = makeNoZero(n)[:len(b)]
+	} else {
+		nb = make([]byte, len(b), n)
+	}
 	copy(nb, b)
 	return nb
 }
@@ -857,9 +880,17 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 		written := 0
 		for i, f := range q {
 			if err == nil {
-				_, err = bw.Write(f.B)
+				if f.Spliced() {
+					f.segments(func(p []byte) {
+						if err == nil {
+							_, err = bw.Write(p)
+						}
+					})
+				} else {
+					_, err = bw.Write(f.B)
+				}
 			}
-			written += len(f.B)
+			written += f.Len()
 			f.Release()
 			q[i] = nil
 		}
@@ -885,8 +916,8 @@ func (c *Conn) dequeued(n int) {
 
 // Bounds of one vectored write.
 const (
-	maxVectorFrames = 1024 // the kernel's limit of buffers per writev
-	maxVectorBytes  = 1 << 20
+	maxVectorParts = 1024 // the kernel's limit of buffers per writev
+	maxVectorBytes = 1 << 20
 )
 
 // vectorWriter holds the frames of a batch until one writev has written
@@ -894,20 +925,28 @@ const (
 type vectorWriter struct {
 	frames []*Buffer
 	iov    net.Buffers // the frames' bytes; WriteTo consumes a copy
+	out    net.Buffers // that copy: a local one would escape, one allocation per write
 	bytes  int
 }
 
 func (w *vectorWriter) add(f *Buffer) {
 	w.frames = append(w.frames, f)
-	w.iov = append(w.iov, f.B)
-	w.bytes += len(f.B)
+	if f.Spliced() {
+		f.segments(w.part)
+	} else {
+		w.iov = append(w.iov, f.B)
+	}
+	w.bytes += f.Len()
 }
+
+func (w *vectorWriter) part(p []byte) { w.iov = append(w.iov, p) }
 
 // write writes and releases the frames held; it returns their byte count.
 func (w *vectorWriter) write(nc net.Conn) (int, error) {
 	raceReleaseIO()
-	bufs := w.iov
-	_, err := bufs.WriteTo(nc)
+	w.out = w.iov
+	_, err := w.out.WriteTo(nc)
+	w.out = nil
 	n := w.bytes
 	w.drop()
 	return n, err
@@ -926,7 +965,7 @@ func (w *vectorWriter) drop() {
 // writeVectored is writeQueued for connections that write a batch with one
 // writev: the frames are written from their own buffers. A batch is written
 // when the queue is empty (after one yield, as in writeQueued) or when it
-// reaches maxVectorFrames or maxVectorBytes.
+// reaches maxVectorParts buffers or maxVectorBytes.
 func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 	yielded, own := false, false
 	for {
@@ -966,7 +1005,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 		for i, f := range q {
 			w.add(f)
 			q[i] = nil
-			if len(w.frames) >= maxVectorFrames || w.bytes >= maxVectorBytes {
+			if len(w.iov) >= maxVectorParts || w.bytes >= maxVectorBytes {
 				n, err := w.write(c.nc)
 				c.writerWrites.Add(1)
 				c.dequeued(n)

@@ -75,7 +75,7 @@ func TestArgumentsOutliveTheCall(t *testing.T) {
 	call := func(method string, arg any) error {
 		var body bytes.Buffer
 		enc := serialize.NewMsgpack().NewEncoder(&body)
-		err := encodeRequest(enc, &protocol.Invocation{Method: method, Args: []any{arg}}, u, 1000, nil)
+		err := encodeRequest(enc, nil, &protocol.Invocation{Method: method, Args: []any{arg}}, u, 1000, nil)
 		enc.Release()
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package dubbo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -47,7 +48,26 @@ type request struct {
 // token among them) come before the arguments so that a provider checks
 // them before it decodes any argument. An invocation without a service
 // is for the referred URL's service, version and group (u).
-func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.URL, timeout int64, atts map[string]string) error {
+// f (may be nil) is the frame enc writes to: it is grown once, up front,
+// for large arguments.
+func encodeRequest(enc serialize.Encoder, f *transport.Buffer, inv *protocol.Invocation, u *protocol.URL, timeout int64, atts map[string]string) error {
+	if f != nil {
+		// Large arguments would grow the frame by doubling, each step a
+		// new array and a copy (pooled frames are often small: large
+		// replies are kept, see decodeResponse).
+		n := 0
+		for _, a := range inv.Args {
+			switch v := a.(type) {
+			case []byte:
+				n += len(v)
+			case string:
+				n += len(v)
+			}
+		}
+		if n >= inPlaceMin {
+			f.Grow(n + 16*len(inv.Args) + 512)
+		}
+	}
 	svc, version, group := inv.Service, inv.Version, inv.Group
 	if svc == "" {
 		svc, version, group = u.Interface(), u.Version(), u.Group()
@@ -66,6 +86,7 @@ func encodeRequest(enc serialize.Encoder, inv *protocol.Invocation, u *protocol.
 	if err := enc.EncodeInt(int64(len(inv.Args))); err != nil {
 		return err
 	}
+
 	for i, a := range inv.Args {
 		if err := enc.Encode(a); err != nil {
 			return fmt.Errorf("dubbo: encode argument %d of %s.%s: %w", i, svc, inv.Method, err)
@@ -141,9 +162,23 @@ type argSlots struct {
 	bytes [2][]byte
 }
 
+// Payloads of at least inPlaceMin bytes are not copied: a []byte argument
+// or reply is decoded as a slice of its frame (whose memory is then never
+// reused), and a []byte result or argument of that size is spliced into
+// the frame that sends it rather than copied into it. Smaller ones are
+// copied: a copy is cheap, and a small value does not keep a whole frame
+// alive.
+const inPlaceMin = 4 << 10
+
+// bodyKeeper is what decodeArgs asks to keep the request body's memory
+// from reuse (exchange.Request).
+type bodyKeeper interface{ KeepBody() bool }
+
 // decodeArgs decodes r.argc arguments into types (plain values when types
-// is nil), in slots when it has room for them (slots may be nil).
-func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots) ([]any, error) {
+// is nil), in slots when it has room for them (slots may be nil). A
+// []byte argument of inPlaceMin bytes or more is a slice of the body when
+// keep (may be nil) keeps the body's memory for it.
+func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots, keep bodyKeeper) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
 			status.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
@@ -182,7 +217,7 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			continue
 		}
 		if bd, ok := dec.(serialize.BytesDecoder); ok && types[i] == bytesType {
-			v, err := bd.DecodeBytes()
+			v, err := decodeBytesArg(dec, bd, &keep)
 			if err != nil {
 				return nil, argError(r, types, i, err)
 			}
@@ -201,6 +236,25 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 		args[i] = p.Elem().Interface()
 	}
 	return args, nil
+}
+
+// decodeBytesArg decodes a []byte argument: in place when it is large and
+// *keep keeps the body for it (*keep is set to nil once it has said no),
+// else a copy.
+func decodeBytesArg(dec serialize.Decoder, bd serialize.BytesDecoder, keep *bodyKeeper) ([]byte, error) {
+	ip, ok := dec.(serialize.InPlaceBytesDecoder)
+	if !ok || *keep == nil {
+		return bd.DecodeBytes()
+	}
+	v, err := ip.DecodeBytesInPlace()
+	if err != nil || len(v) < inPlaceMin {
+		return bytes.Clone(v), err
+	}
+	if !(*keep).KeepBody() {
+		*keep = nil
+		return bytes.Clone(v), nil
+	}
+	return v, nil
 }
 
 // eface is the layout of an interface value with no methods.
@@ -264,7 +318,7 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 		err = enc.EncodeInt(kindNull)
 	default:
 		if err = enc.EncodeInt(kindValue); err == nil {
-			err = enc.Encode(res.Value)
+			err = encodeValue(enc, f, res.Value)
 		}
 	}
 	if err == nil {
@@ -277,9 +331,29 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 	return f, nil
 }
 
+// encodeValue encodes v into frame f with enc (which writes to f): a
+// []byte of inPlaceMin bytes or more by reference (f.Splice) when the
+// encoder can write its header alone, so that it is written to the network
+// from its own array, not copied.
+func encodeValue(enc serialize.Encoder, f *transport.Buffer, v any) error {
+	if b, ok := v.([]byte); ok && len(b) >= inPlaceMin {
+		if he, ok := enc.(serialize.BytesHeaderEncoder); ok {
+			if err := he.EncodeBytesHeader(len(b)); err != nil {
+				return err
+			}
+			f.Splice(b)
+			return nil
+		}
+	}
+	return enc.Encode(v)
+}
+
 // decodeResponse decodes a response body into a Result (and inv.Reply), or
-// the remote business error; its attachments are read within lim.
-func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation, lim serialize.MapLimits) (*protocol.Result, error) {
+// the remote business error; its attachments are read within lim. A
+// []byte reply of inPlaceMin bytes or more is a slice of the body when
+// frame (the response frame holding body; may be nil) can be kept for it
+// (transport.Buffer.Keep): the caller's Release then leaves it alone.
+func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation, lim serialize.MapLimits, frame *transport.Buffer) (*protocol.Result, error) {
 	dec, err := ser.NewDecoder(body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
@@ -311,6 +385,9 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		case *any:
 			*r, err = dec.DecodeAny()
 			res.Value = r
+		case *[]byte:
+			*r, err = decodeBytesReply(dec, *r, frame)
+			res.Value = r
 		default:
 			err = dec.Decode(r)
 			res.Value = r
@@ -331,6 +408,31 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	return res, nil
+}
+
+// decodeBytesReply decodes a []byte reply as Decode into a *[]byte holding
+// old would (into old's array when it has room), but a large one that
+// does not fit there in place, when frame can be kept for it.
+func decodeBytesReply(dec serialize.Decoder, old []byte, frame *transport.Buffer) ([]byte, error) {
+	ip, ok := dec.(serialize.InPlaceBytesDecoder)
+	if !ok || frame == nil {
+		err := dec.Decode(&old)
+		return old, err
+	}
+	v, err := ip.DecodeBytesInPlace()
+	switch {
+	case err != nil || v == nil:
+		return nil, err
+	case len(v) <= cap(old):
+		if old == nil {
+			old = []byte{}
+		}
+		return append(old[:0], v...), nil
+	case len(v) < inPlaceMin:
+		return bytes.Clone(v), nil
+	}
+	frame.Keep()
+	return v, nil
 }
 
 // isStatusError reports whether an invoker's error is an answer of the

@@ -23,7 +23,7 @@ func BenchmarkCodec(b *testing.B) {
 	atts := map[string]string{protocol.KeyRemoteApplication: "bench-consumer"}
 	var req bytes.Buffer
 	enc := ser.NewEncoder(&req)
-	if err := encodeRequest(enc, inv, u, 1000, atts); err != nil {
+	if err := encodeRequest(enc, nil, inv, u, 1000, atts); err != nil {
 		b.Fatal(err)
 	}
 	enc.Release()
@@ -33,7 +33,7 @@ func BenchmarkCodec(b *testing.B) {
 		for b.Loop() {
 			buf.Reset()
 			enc := ser.NewEncoder(&buf)
-			if err := encodeRequest(enc, inv, u, 1000, atts); err != nil {
+			if err := encodeRequest(enc, nil, inv, u, 1000, atts); err != nil {
 				b.Fatal(err)
 			}
 			enc.Release()
@@ -59,7 +59,7 @@ func BenchmarkCodec(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := decodeArgs(dec, &r, types, true, &slots); err != nil {
+			if _, err := decodeArgs(dec, &r, types, true, &slots, nil); err != nil {
 				b.Fatal(err)
 			}
 			dec.Release()
@@ -86,7 +86,7 @@ func BenchmarkCodec(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var reply []byte
-			if _, err := decodeResponse(ser, resp, &protocol.Invocation{Reply: &reply}, serialize.MapLimits{}); err != nil || len(reply) != len(payload) {
+			if _, err := decodeResponse(ser, resp, &protocol.Invocation{Reply: &reply}, serialize.MapLimits{}, nil); err != nil || len(reply) != len(payload) {
 				b.Fatal(err)
 			}
 		}

@@ -505,7 +505,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	atts = r.withApp(atts)
 	f := exchange.NewFrame()
 	enc := r.ser.NewEncoder(f)
-	err = encodeRequest(enc, inv, r.url, millis, atts)
+	err = encodeRequest(enc, f, inv, r.url, millis, atts)
 	enc.Release()
 	if err != nil {
 		f.Release()
@@ -517,7 +517,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return nil, r.explain(err, inv, t, sent, fromCtx)
 	}
 	body := exchange.Body(resp)
-	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments)
+	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments, resp)
 	if res != nil {
 		res.RequestBytes, res.ResponseBytes = reqBytes, len(body)
 	}

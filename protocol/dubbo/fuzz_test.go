@@ -10,6 +10,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/transport"
 )
 
 type fuzzArg struct {
@@ -54,7 +55,7 @@ func fuzzRequest(tb testing.TB, method string, args ...any) []byte {
 	enc := serialize.NewMsgpack().NewEncoder(&b)
 	defer enc.Release()
 	u := protocol.NewURL("dubbo", "127.0.0.1", 0, "fuzz.S", nil)
-	if err := encodeRequest(enc, &protocol.Invocation{Method: method, Args: args}, u, 100, map[string]string{"k": "v"}); err != nil {
+	if err := encodeRequest(enc, nil, &protocol.Invocation{Method: method, Args: args}, u, 100, map[string]string{"k": "v"}); err != nil {
 		tb.Fatal(err)
 	}
 	return b.Bytes()
@@ -118,9 +119,15 @@ func FuzzResponseBody(f *testing.F) {
 	lim := s.p.opts.Attachments
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var reply []any
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &reply}, lim)
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &reply}, lim, nil)
 		var typed fuzzArg
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &typed}, lim)
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{}, lim)
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &typed}, lim, nil)
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{}, lim, nil)
+		// A []byte reply, in place in a frame of its own.
+		frame := transport.GetBuffer()
+		frame.B = append(frame.B, body...)
+		var b []byte
+		_, _ = decodeResponse(ser, frame.B, &protocol.Invocation{Reply: &b}, lim, frame)
+		frame.Release()
 	})
 }

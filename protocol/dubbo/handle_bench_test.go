@@ -61,7 +61,7 @@ func benchmarkProviderHandle(b *testing.B, impl, arg any) {
 	s.names.set(m)
 	var body bytes.Buffer
 	enc := serialize.NewMsgpack().NewEncoder(&body)
-	if err := encodeRequest(enc, &protocol.Invocation{Method: "Echo", Args: []any{arg}}, u, 1000,
+	if err := encodeRequest(enc, nil, &protocol.Invocation{Method: "Echo", Args: []any{arg}}, u, 1000,
 		map[string]string{protocol.KeyRemoteApplication: "bench-consumer"}); err != nil {
 		b.Fatal(err)
 	}

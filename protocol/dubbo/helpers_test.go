@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ type greeter struct {
 	// made with the greeter, before any call can read it: the race
 	// detector does not count a TCP round trip as synchronization.
 	started chan struct{}
+
+	keptMu sync.Mutex
+	kept   [][]byte // the arguments of Keep
 }
 
 type Person struct {
@@ -46,6 +50,7 @@ var (
 	stringT = reflect.TypeFor[string]()
 	intT    = reflect.TypeFor[int]()
 	personT = reflect.TypeFor[Person]()
+	bytesT  = reflect.TypeFor[[]byte]()
 )
 
 func (g *greeter) URL() *protocol.URL { return g.u }
@@ -62,6 +67,8 @@ func (g *greeter) ArgTypes(method string) ([]reflect.Type, bool) {
 		return nil, true
 	case "Big":
 		return []reflect.Type{intT}, true
+	case "Bytes", "Keep":
+		return []reflect.Type{bytesT}, true
 	}
 	return nil, false
 }
@@ -100,6 +107,15 @@ func (g *greeter) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return &protocol.Result{Value: time.Until(dl).Milliseconds()}, nil
 	case "Big":
 		return &protocol.Result{Value: strings.Repeat("x", inv.Args[0].(int))}, nil
+	case "Bytes":
+		return &protocol.Result{Value: inv.Args[0]}, nil
+	case "Keep":
+		// Keeps its argument after the call, as a method may, and
+		// answers with it as well.
+		g.keptMu.Lock()
+		g.kept = append(g.kept, inv.Args[0].([]byte))
+		g.keptMu.Unlock()
+		return &protocol.Result{Value: inv.Args[0]}, nil
 	}
 	return nil, fmt.Errorf("unexpected method %s", inv.Method)
 }

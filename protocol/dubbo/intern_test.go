@@ -54,7 +54,7 @@ func TestRequestHeadNamesAreInterned(t *testing.T) {
 		t.Helper()
 		var b bytes.Buffer
 		enc := serialize.NewMsgpack().NewEncoder(&b)
-		require.NoError(t, encodeRequest(enc, &protocol.Invocation{Service: "intern.S", Version: "1.0", Method: "Any", Args: []any{"x"}},
+		require.NoError(t, encodeRequest(enc, nil, &protocol.Invocation{Service: "intern.S", Version: "1.0", Method: "Any", Args: []any{"x"}},
 			u, 100, map[string]string{protocol.KeyRemoteApplication: app, "user": "v"}))
 		enc.Release()
 		resp, err := s.Handle(context.Background(), &exchange.Request{Header: exchange.Header{Serializer: serialize.MsgpackID}, Body: b.Bytes()})
@@ -132,7 +132,7 @@ func TestAttachmentMapsKept(t *testing.T) {
 		if token != "" {
 			atts[protocol.KeyToken] = token
 		}
-		err := encodeRequest(enc, &protocol.Invocation{Method: "Any", Args: []any{sent}}, u, 1000, atts)
+		err := encodeRequest(enc, nil, &protocol.Invocation{Method: "Any", Args: []any{sent}}, u, 1000, atts)
 		enc.Release()
 		if err != nil {
 			return nil, err

@@ -220,7 +220,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		typed = true
 	}
 	c := new(call)
-	args, err := decodeArgs(dec, &r, types, typed, &c.args)
+	args, err := decodeArgs(dec, &r, types, typed, &c.args, req)
 	if err != nil {
 		st.badBodies.Add(1)
 		return nil, err
@@ -247,7 +247,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	}
 	resp, err := encodeResponse(ser, res, err)
 	if err == nil && e.observer != nil {
-		e.observer.ResponseSent(inv, len(exchange.Body(resp)))
+		e.observer.ResponseSent(inv, exchange.BodyLen(resp))
 	}
 	return resp, err
 }
