@@ -71,6 +71,14 @@ var epoch = time.Now()
 // clock reads the monotonic clock, in nanoseconds since epoch.
 func clock() int64 { return int64(time.Since(epoch)) }
 
+// Now returns the current time from the monotonic clock alone: a Time
+// whose monotonic reading is exact and whose wall time is estimated from
+// it (exact unless the wall clock was set since the process started). It
+// is for measuring and for deadlines (Sub, Until and comparisons with
+// times that have a monotonic reading use that reading); on a virtual
+// machine it costs about half of time.Now, which reads both clocks.
+func Now() time.Time { return epoch.Add(time.Since(epoch)) }
+
 // deadlines is a binary heap of calls by deadline; each call knows its
 // slot, so that a call that ends otherwise leaves it in O(log n).
 type deadlines []*call
@@ -254,7 +262,7 @@ func deadline(ctx context.Context, timeout time.Duration) (d time.Duration, ok, 
 func deadlineFrom(ctx context.Context, timeout time.Duration, now *time.Time) (d time.Duration, ok, fromCtx bool) {
 	if dl, has := ctx.Deadline(); has {
 		if now.IsZero() {
-			*now = time.Now()
+			*now = Now()
 		}
 		d = dl.Sub(*now)
 		if timeout <= 0 || d < timeout {
@@ -398,7 +406,7 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 	if hasDeadline {
 		// The client's expiry timer ends the call at dl (see expire).
 		if now.IsZero() {
-			now = time.Now()
+			now = Now()
 		}
 		dl = now.Add(d)
 		cl.deadline, cl.d, cl.fromCtx = int64(dl.Sub(epoch)), d, fromCtx

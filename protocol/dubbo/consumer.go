@@ -495,7 +495,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	sent, fromCtx := t.d, false
 	var now time.Time // read once, for the wire's timeout and the call's
 	if dl, ok := ctx.Deadline(); ok {
-		now = time.Now()
+		now = exchange.Now()
 		if left := dl.Sub(now); left < sent {
 			sent, fromCtx = max(left, 0), true
 		}
