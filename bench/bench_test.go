@@ -142,3 +142,89 @@ func TestRawEchoWritesFullBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestRawFillsOneConnectionFirst: raw's client puts calls on its first
+// connection until 16 are in flight there, then on the others, as
+// minidubbo's consumer does. A server that holds every request until all
+// have arrived shows where each went.
+func TestRawFillsOneConnectionFirst(t *testing.T) {
+	for _, tc := range []struct{ calls, wantFirst int }{{8, 8}, {40, -1}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		type arrival struct {
+			from string
+			hdr  [rawHeader]byte
+			nc   net.Conn
+		}
+		arrived := make(chan arrival, tc.calls)
+		go func() {
+			for {
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					var a arrival
+					for {
+						if _, err := io.ReadFull(nc, a.hdr[:]); err != nil {
+							return
+						}
+						if _, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(a.hdr[:4]))); err != nil {
+							return
+						}
+						a.from, a.nc = nc.RemoteAddr().String(), nc
+						arrived <- a
+					}
+				}()
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, err := rawDial(ctx, ln.Addr().String(), "", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := c.(*rawClient)
+		errs := make(chan error, tc.calls)
+		for range tc.calls {
+			go func() {
+				_, err := c.Call(ctx, []byte("x"))
+				errs <- err
+			}()
+		}
+		per := map[string]int{}
+		var all []arrival
+		for range tc.calls {
+			select {
+			case a := <-arrived:
+				per[a.from]++
+				all = append(all, a)
+			case <-ctx.Done():
+				t.Fatalf("%d calls: only %d arrived", tc.calls, len(all))
+			}
+		}
+		for _, a := range all { // answer every call: an empty reply
+			hdr := a.hdr
+			binary.BigEndian.PutUint32(hdr[:4], 0)
+			if _, err := a.nc.Write(hdr[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range tc.calls {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		first := per[rc.conns[0].nc.LocalAddr().String()]
+		switch {
+		case tc.wantFirst > 0 && first != tc.wantFirst:
+			t.Errorf("%d calls: %d on the first connection, want all (%v)", tc.calls, first, per)
+		case tc.wantFirst < 0 && (first < rawFill || len(per) < 2):
+			t.Errorf("%d calls: %d on the first connection over %d connections, want at least %d there and the rest elsewhere (%v)", tc.calls, first, len(per), rawFill, per)
+		}
+		c.Close()
+		ln.Close()
+		cancel()
+	}
+}

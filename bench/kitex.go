@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/cloudwego/kitex/client"
 	"github.com/cloudwego/kitex/client/genericclient"
@@ -42,8 +43,12 @@ func kitexEcho(_ context.Context, _, _ string, request any) (any, error) {
 	return bytes.Clone(req), nil
 }
 
+// kitexQuiet silences Kitex's logger once per process: setting its level
+// while a server in the same process logs (the tests run both) is a race.
+var kitexQuiet = sync.OnceFunc(func() { klog.SetLevel(klog.LevelFatal) })
+
 func kitexServe(ln net.Listener) (string, string, error) {
-	klog.SetLevel(klog.LevelFatal)
+	kitexQuiet()
 	s := server.NewServer(
 		server.WithListener(ln),
 		server.WithMuxTransport(),
@@ -59,7 +64,7 @@ func kitexServe(ln net.Listener) (string, string, error) {
 type kitexClient struct{ c genericclient.Client }
 
 func kitexDial(_ context.Context, addr, _ string, conns int) (caller, error) {
-	klog.SetLevel(klog.LevelFatal)
+	kitexQuiet()
 	c, err := genericclient.NewClient(kitexService, generic.BinaryThriftGenericV2(kitexService),
 		client.WithHostPorts(addr),
 		client.WithMuxConnection(conns),

@@ -108,7 +108,20 @@ func rawDial(ctx context.Context, addr, _ string, conns int) (caller, error) {
 	return c, nil
 }
 
+// rawFill is how many calls a connection takes before the next calls go
+// to every connection in turn: the rule of minidubbo's consumer (main
+// 54e1c5a), so that both fill one connection's writes and the server's
+// reads alike.
+const rawFill = 16
+
+// Call sends req on the first connection with fewer than rawFill calls in
+// flight, or, when all have that many, on the next in turn.
 func (c *rawClient) Call(ctx context.Context, req []byte) ([]byte, error) {
+	for _, rc := range c.conns {
+		if rc.inflight.Load() < rawFill {
+			return rc.call(ctx, req)
+		}
+	}
 	return c.conns[int(c.next.Add(1))%len(c.conns)].call(ctx, req)
 }
 
@@ -120,8 +133,9 @@ func (c *rawClient) Close() error {
 }
 
 type rawConn struct {
-	nc     net.Conn
-	nextID atomic.Uint64
+	nc       net.Conn
+	nextID   atomic.Uint64
+	inflight atomic.Int32 // calls sent and not yet ended
 
 	wmu      sync.Mutex
 	wbuf     []byte
@@ -136,6 +150,8 @@ type rawConn struct {
 var rawChans = sync.Pool{New: func() any { return make(chan []byte, 1) }}
 
 func (rc *rawConn) call(ctx context.Context, req []byte) ([]byte, error) {
+	rc.inflight.Add(1)
+	defer rc.inflight.Add(-1)
 	id := rc.nextID.Add(1)
 	ch := rawChans.Get().(chan []byte)
 	rc.pmu.Lock()
