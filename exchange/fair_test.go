@@ -564,3 +564,43 @@ func TestQuietConnectionWatchedAgain(t *testing.T) {
 	close(h.release)
 	require.NoError(t, <-blocked)
 }
+
+// Request.Queued tells a handler whether the request went to a worker
+// (so that its time may have run out before it started) or ran at once
+// on the goroutine that read it.
+func TestRequestQueuedOnlyWhenHandedToAWorker(t *testing.T) {
+	ctx := testCtx(t)
+	e := newEcho()
+	var mu sync.Mutex
+	queued := map[string]bool{}
+	h := exchange.HandlerFunc(func(ctx context.Context, req *exchange.Request) (*transport.Buffer, error) {
+		mu.Lock()
+		queued[string(req.Body)] = req.Queued
+		mu.Unlock()
+		return e.Handle(ctx, req)
+	})
+	_, addr := serve(t, h, &exchange.Options{Workers: 1})
+	c1, c2 := dial(t, addr, nil), dial(t, addr, nil)
+	got, err := call(ctx, c1, "alone")
+	require.NoError(t, err)
+	require.Equal(t, "alone", got)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, c1, "block")
+		blocked <- err
+	}()
+	<-e.started // it holds the only worker's place
+	waited := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, c2, "behind")
+		waited <- err
+	}()
+	require.Never(t, func() bool { return len(waited) > 0 }, 20*time.Millisecond, time.Millisecond,
+		"one worker: the second request waits")
+	close(e.release)
+	require.NoError(t, <-blocked)
+	require.NoError(t, <-waited)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]bool{"alone": false, "block": false, "behind": true}, queued)
+}

@@ -35,6 +35,11 @@ type Request struct {
 	// for a worker: a handler that bounds a request's time counts from
 	// it, so that time spent in the queue counts.
 	Received time.Time
+	// Queued is set when the request went to a worker instead of running
+	// at once on the goroutine that read it: only then may its time have
+	// run out before it starts, so only then need a handler that drops
+	// such requests read the clock.
+	Queued bool
 
 	frame *transport.Buffer // the frame Body is in; nil: none to keep
 }
@@ -231,6 +236,7 @@ type job struct {
 	hdr    Header
 	f      *transport.Buffer
 	recv   time.Time // when it was read
+	queued bool      // handed to a worker (Request.Queued)
 	resume bool
 	// quiet: when it was read, no other request of its connection was
 	// in progress and no other had been read behind it.
@@ -575,6 +581,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: time.Now(), quiet: quiet}
 	// A connection with nothing queued may always queue one request.
 	if cs.q.len() > 0 && s.queued.Load() >= int64(s.opts.Queue) {
+		j.queued = true
 		s.wait(cs, conn, j)
 		return
 	}
@@ -597,6 +604,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 			return
 		}
 	}
+	j.queued = true
 	s.enqueue(cs, j)
 	spawn := s.queued.Load() > 0 // no worker was idle
 	s.mu.Unlock()
@@ -1114,7 +1122,7 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
 		}
 	}()
-	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, frame: j.f}
+	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, Queued: j.queued, frame: j.f}
 	return s.h.Handle(j.cs.ctx, req)
 }
 

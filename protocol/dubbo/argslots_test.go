@@ -69,8 +69,7 @@ func TestArgumentsOutliveTheCall(t *testing.T) {
 	s := &server{p: p, names: newInterner()}
 	e := &exported{inv: inv, typer: argTyperOf(inv), serID: serialize.MsgpackID, names: exportedNames(u, inv)}
 	m := map[string]*exported{"keep.Args": e}
-	s.services.Store(&m)
-	s.names.set(m)
+	s.storeForTest(m)
 
 	call := func(method string, arg any) error {
 		var body bytes.Buffer

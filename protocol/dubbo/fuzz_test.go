@@ -45,8 +45,7 @@ func fuzzServer(tb testing.TB) *server {
 	u := protocol.NewURL("dubbo", "127.0.0.1", 0, "fuzz.S", nil)
 	m := map[string]*exported{"fuzz.S": {inv: fuzzInvoker{u}, typer: fuzzInvoker{u}, serID: serialize.MsgpackID,
 		names: []string{"fuzz.S", "M", "Any"}}}
-	s.services.Store(&m)
-	s.names.set(m)
+	s.storeForTest(m)
 	return s
 }
 

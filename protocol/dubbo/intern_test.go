@@ -47,8 +47,7 @@ func TestRequestHeadNamesAreInterned(t *testing.T) {
 	e := &exported{inv: rec, typer: argTyperOf(rec), serID: serialize.MsgpackID, names: exportedNames(u, rec)}
 	require.ElementsMatch(t, []string{"intern.S", "1.0", "", "M", "m", "Any", "any"}, e.names)
 	m := map[string]*exported{"intern.S:1.0": e}
-	s.services.Store(&m)
-	s.names.set(m)
+	s.storeForTest(m)
 
 	handle := func(app string) *protocol.Invocation {
 		t.Helper()
@@ -117,8 +116,7 @@ func TestAttachmentMapsKept(t *testing.T) {
 	c := &appChecker{fuzzInvoker: fuzzInvoker{u}}
 	e := &exported{inv: c, typer: c, serID: serialize.MsgpackID, names: exportedNames(u, c)}
 	m := map[string]*exported{"keep.S": e}
-	s.services.Store(&m)
-	s.names.set(m)
+	s.storeForTest(m)
 
 	call := func(app, user, token string) (map[string]string, error) {
 		var b bytes.Buffer

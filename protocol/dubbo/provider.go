@@ -36,7 +36,16 @@ type exported struct {
 	token    []byte                    // required token attachment; nil: none
 	serID    byte                      // the serialization the service was exported with
 	names    []string                  // what its requests' heads carry, for the interner
+	id       serviceID                 // its interface, version and group
 }
+
+// serviceID finds an exported service from a request's head without
+// building its key string (group/interface:version), which a versioned
+// service would allocate on every call.
+type serviceID struct{ service, version, group string }
+
+// key is the service key of id, as protocol.ServiceKey.
+func (id serviceID) key() string { return protocol.ServiceKey(id.service, id.version, id.group) }
 
 // server serves the services exported on one port.
 type server struct {
@@ -49,7 +58,8 @@ type server struct {
 
 	mu       sync.Mutex // writers of services
 	services atomic.Pointer[map[string]*exported]
-	names    *interner // the strings of the services' request heads
+	byID     atomic.Pointer[map[serviceID]*exported] // services by their IDs
+	names    *interner                               // the strings of the services' request heads
 }
 
 // argTyperOf finds the ArgTyper at the end of a chain of wrappers that have
@@ -79,6 +89,7 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 	// of its own, so a later export with port 0 gets another one.
 	s.keys = []string{net.JoinHostPort(host, strconv.Itoa(s.port))}
 	s.services.Store(&map[string]*exported{})
+	s.byID.Store(&map[serviceID]*exported{})
 	s.es, err = exchange.NewServer(s, &exchange.Options{
 		MaxPayload:    p.opts.MaxPayload,
 		Heartbeat:     p.opts.Heartbeat,
@@ -116,9 +127,19 @@ func (s *server) add(key string, e *exported) error {
 		m[k] = v
 	}
 	m[key] = e
-	s.services.Store(&m)
-	s.names.set(m)
+	s.store(m)
 	return nil
+}
+
+// store publishes the services m. s.mu is held.
+func (s *server) store(m map[string]*exported) {
+	byID := make(map[serviceID]*exported, len(m))
+	for _, e := range m {
+		byID[e.id] = e
+	}
+	s.services.Store(&m)
+	s.byID.Store(&byID)
+	s.names.set(m)
 }
 
 // remove stops serving key and reports how many services are left.
@@ -132,8 +153,7 @@ func (s *server) remove(key string) int {
 			m[k] = v
 		}
 	}
-	s.services.Store(&m)
-	s.names.set(m)
+	s.store(m)
 	return len(m)
 }
 
@@ -174,16 +194,16 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		}
 		return nil, err
 	}
-	key := protocol.ServiceKey(r.service, r.version, r.group)
-	e := (*s.services.Load())[key]
+	id := serviceID{r.service, r.version, r.group}
+	e := (*s.byID.Load())[id]
 	if e == nil {
 		// The services this port serves are not listed to strangers.
-		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d", status.ErrServiceNotFound, key, s.port)
+		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d", status.ErrServiceNotFound, id.key(), s.port)
 	}
 	if req.Serializer != e.serID {
 		st.badSerializations.Add(1)
 		return nil, fmt.Errorf("%w: dubbo: %s is exported with serialization %s, the request uses %s",
-			status.ErrBadRequest, key, s.serName(e.serID), ser.Name())
+			status.ErrBadRequest, id.key(), s.serName(e.serID), ser.Name())
 	}
 	// The token is checked before any argument is decoded, for every
 	// method, service.EchoMethod included: the protocol answers $echo itself
@@ -195,17 +215,21 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		if _, ok := r.atts[protocol.KeyToken]; !ok {
 			what = "missing"
 		}
-		return nil, fmt.Errorf("%w: dubbo: invalid token: %s token for %s.%s", status.ErrBadRequest, what, key, r.method)
+		return nil, fmt.Errorf("%w: dubbo: invalid token: %s token for %s.%s", status.ErrBadRequest, what, id.key(), r.method)
 	}
 	// A request whose time ran out while it waited for a worker is not
 	// run: its consumer has given up (and may have retried it elsewhere).
-	// It is answered a timeout, like Dubbo's timeout countdown does.
+	// It is answered a timeout, like Dubbo's timeout countdown does. One
+	// run at once by the goroutine that read it did not wait: no clock
+	// reading for it.
 	deadline := callDeadline(req.Received, &r, s.p.opts.MaxProviderTimeout)
-	if now := time.Now(); !now.Before(deadline) {
-		st.expired.Add(1)
-		return nil, &status.Error{Code: status.ServerTimeout,
-			Message: fmt.Sprintf("dubbo: %s.%s: not run: its time ran out while it waited %v in the provider's queue",
-				key, r.method, now.Sub(req.Received).Round(time.Millisecond))}
+	if req.Queued {
+		if now := time.Now(); !now.Before(deadline) {
+			st.expired.Add(1)
+			return nil, &status.Error{Code: status.ServerTimeout,
+				Message: fmt.Sprintf("dubbo: %s.%s: not run: its time ran out while it waited %v in the provider's queue",
+					id.key(), r.method, now.Sub(req.Received).Round(time.Millisecond))}
+		}
 	}
 	var types []reflect.Type
 	typed := false
@@ -215,7 +239,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	case e.typer != nil:
 		var ok bool
 		if types, ok = e.typer.ArgTypes(r.method); !ok {
-			return nil, fmt.Errorf("%w: dubbo: service %s has no method %q", status.ErrServiceNotFound, key, r.method)
+			return nil, fmt.Errorf("%w: dubbo: service %s has no method %q", status.ErrServiceNotFound, id.key(), r.method)
 		}
 		typed = true
 	}
@@ -322,7 +346,7 @@ func (p *Protocol) export(inv protocol.Invoker, given *tls.Config) (*Exporter, e
 	}
 	ser, _ := p.opts.Serializers.Get(u.Serialization())
 	e := &exported{inv: inv, typer: argTyperOf(inv), observer: protocol.ResponseObserverOf(inv), serID: ser.ID(),
-		names: exportedNames(u, inv)}
+		names: exportedNames(u, inv), id: serviceID{u.Interface(), u.Version(), u.Group()}}
 	if tok := u.Param(protocol.KeyToken, ""); tok != "" {
 		e.token = []byte(tok)
 	}
