@@ -65,8 +65,10 @@ func TestProviderHandleVersionedAllocs(t *testing.T) {
 	arg := strings.Repeat("p", 581)
 	plain := newHandleLoop(t, handleEcho{}, arg, nil)
 	versioned := newHandleLoop(t, handleEcho{}, arg, map[string]string{"version": "1.0", "group": "g"})
-	want := testing.AllocsPerRun(200, plain)
-	require.Equal(t, want, testing.AllocsPerRun(200, versioned))
+	// Under -race sync.Pool drops objects at random, so the counts move
+	// by one or so; building the key cost 2.
+	want := testing.AllocsPerRun(1000, plain)
+	require.LessOrEqual(t, testing.AllocsPerRun(1000, versioned), want+1)
 }
 
 // newHandleLoop exports impl (with the URL parameters params) on a server
