@@ -524,23 +524,30 @@ func TestConsistentHashKeys(t *testing.T) {
 }
 
 // TestConcurrentSelectWhileListChanges hammers every balancer from 64
-// goroutines while the provider list keeps changing; run with -race.
+// goroutines while the provider list keeps changing under them: every
+// goroutine puts another list in place every 8th pick, so the changes go
+// on until the last picks, and the picks saw every list; run with -race.
 func TestConcurrentSelectWhileListChanges(t *testing.T) {
 	lists := [][]protocol.Invoker{providers(5, 1, 1), providers(1, 2, 3, 4), providers(3, 3), providers(1, 0, 1, 0, 9)}
+	const goroutines, picks = 64, 100
 	for _, algo := range Builtin().Names() {
 		t.Run(algo, func(t *testing.T) {
 			lb, err := Builtin().New(algo)
 			require.NoError(t, err)
 			var cur atomic.Pointer[[]protocol.Invoker]
 			cur.Store(&lists[0])
-			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			var picks atomic.Int64
-			for g := range 64 {
+			var done atomic.Int64
+			var seen [4]atomic.Int64 // picks from each list
+			for g := range goroutines {
 				wg.Go(func() {
 					inv := call("m"+strconv.Itoa(g%3), "key"+strconv.Itoa(g))
-					for i := 0; i < 500; i++ {
-						l := *cur.Load()
+					for i := range picks {
+						if i%8 == g%8 {
+							cur.Store(&lists[(g+i/8)%len(lists)])
+						}
+						lp := cur.Load()
+						l := *lp
 						got, err := Select(lb, l, inv)
 						if err != nil {
 							t.Error(err)
@@ -555,23 +562,21 @@ func TestConcurrentSelectWhileListChanges(t *testing.T) {
 							st.Begin(time.Now())
 							st.End(time.Now(), time.Microsecond, false)
 						}
-						picks.Add(1)
+						for k := range lists {
+							if lp == &lists[k] {
+								seen[k].Add(1)
+							}
+						}
+						done.Add(1)
 					}
 				})
 			}
-			wg.Go(func() {
-				for i := 0; i < 2000; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					cur.Store(&lists[i%len(lists)])
-				}
-			})
 			wg.Wait()
-			close(stop)
-			assert.Equal(t, int64(64*500), picks.Load())
+			assert.Equal(t, int64(goroutines*picks), done.Load())
+			counts := []int64{seen[0].Load(), seen[1].Load(), seen[2].Load(), seen[3].Load()}
+			for k, n := range counts {
+				assert.Positive(t, n, "no pick saw list %d; picks per list %v", k, counts)
+			}
 		})
 	}
 }
