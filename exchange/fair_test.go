@@ -604,3 +604,36 @@ func TestRequestQueuedOnlyWhenHandedToAWorker(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string]bool{"alone": false, "block": false, "behind": true}, queued)
 }
+
+// The server lends one Request per connection to a handler at a time:
+// requests of one connection that run at once each see their own, unchanged
+// until their handler returns.
+func TestRequestsOfOneConnectionDoNotShareTheirRequest(t *testing.T) {
+	ctx := testCtx(t)
+	var bad atomic.Int32
+	h := exchange.HandlerFunc(func(_ context.Context, req *exchange.Request) (*transport.Buffer, error) {
+		id, body := req.ID, string(req.Body)
+		for range 3 {
+			time.Sleep(100 * time.Microsecond)
+			if req.ID != id || string(req.Body) != body {
+				bad.Add(1)
+			}
+		}
+		f := exchange.NewFrame()
+		f.B = append(f.B, req.Body...)
+		return f, nil
+	})
+	_, addr := serve(t, h, &exchange.Options{Workers: 8})
+	c := dial(t, addr, nil)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			got, err := call(ctx, c, fmt.Sprint("r", i))
+			if err != nil || got != fmt.Sprint("r", i) {
+				bad.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, bad.Load())
+}

@@ -72,6 +72,9 @@ type Handler interface {
 	// method). A panic that escapes Handle is the last-resort case: the
 	// server answers status.ErrServerError with an incident id and logs the value
 	// and stack under it, and keeps serving.
+	//
+	// req is the handler's until Handle returns, not after: the server
+	// uses it again for a later request of the connection.
 	Handle(ctx context.Context, req *Request) (*transport.Buffer, error)
 }
 
@@ -203,6 +206,12 @@ type connState struct {
 	// with more of the connection behind it goes to a worker
 	// (leader/follower) instead of holding up the ones behind it.
 	slow atomic.Bool
+
+	// req is lent to the handler of one of the connection's requests at a
+	// time (reqLent), so that a request costs no allocation of its
+	// Request; the others get a new one.
+	req     Request
+	reqLent atomic.Bool
 }
 
 // A request may run on the goroutine that read it, with its connection
@@ -578,7 +587,7 @@ func (h serverHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		s.conns[conn] = cs
 	}
 	quiet := cs.inflight.Add(1) == 1 && conn.Buffered() == 0
-	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: time.Now(), quiet: quiet}
+	j := job{cs: cs, conn: conn, hdr: hdr, f: f, recv: Now(), quiet: quiet}
 	// A connection with nothing queued may always queue one request.
 	if cs.q.len() > 0 && s.queued.Load() >= int64(s.opts.Queue) {
 		j.queued = true
@@ -1109,7 +1118,16 @@ func (s *Server) answer(j job) (*transport.Buffer, bool) {
 }
 
 func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
+	cs := j.cs
+	req, lent := &cs.req, cs.reqLent.CompareAndSwap(false, true)
+	if !lent {
+		req = new(Request)
+	}
 	defer func() {
+		if lent {
+			cs.req = Request{}
+			cs.reqLent.Store(false)
+		}
 		if r := recover(); r != nil {
 			// The last resort, for a panic of the handler's own code (the
 			// protocol's decoding, a serializer): a method's panic was
@@ -1122,8 +1140,8 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
 		}
 	}()
-	req := &Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, Queued: j.queued, frame: j.f}
-	return s.h.Handle(j.cs.ctx, req)
+	*req = Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, Queued: j.queued, frame: j.f}
+	return s.h.Handle(cs.ctx, req)
 }
 
 // reply sends the response to req: resp with an OK status, or err's status

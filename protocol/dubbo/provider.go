@@ -224,7 +224,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	// reading for it.
 	deadline := callDeadline(req.Received, &r, s.p.opts.MaxProviderTimeout)
 	if req.Queued {
-		if now := time.Now(); !now.Before(deadline) {
+		if now := exchange.Now(); !now.Before(deadline) {
 			st.expired.Add(1)
 			return nil, &status.Error{Code: status.ServerTimeout,
 				Message: fmt.Sprintf("dubbo: %s.%s: not run: its time ran out while it waited %v in the provider's queue",
