@@ -38,9 +38,9 @@ def who(stack):
 
 def syscall(stack):
     for f in stack:
-        if f in ("syscall.read", "syscall.readv") or f.endswith("(*FD).Read"):
+        if f in ("syscall.read", "syscall.readv") or f.endswith("(*FD).Read") or f.endswith("(*FD).RawRead"):
             return "read"
-        if f in ("syscall.write", "syscall.writev") or f.endswith("(*FD).Write") or f.endswith("(*FD).Writev") or f == "internal/poll.writev":
+        if f in ("syscall.write", "syscall.writev") or f.endswith("(*FD).Write") or f.endswith("(*FD).Writev") or f.endswith("(*FD).RawWrite") or f == "internal/poll.writev":
             return "write"
         if f in ("runtime.futex",):
             return "futex"

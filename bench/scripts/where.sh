@@ -25,7 +25,7 @@ wait $p1 $p2 $cpid
 exec 3>&-
 wait $spid
 for side in srv cli; do
-  perf script -F period,ip,sym -i $out/$side.data 2>/dev/null | python3 $here/where.py $out/cli.json $((dur-1)) $side $out/$side.json > $out/$side.where
+  perf script -F period,ip,sym -i $out/$side.data 2>/dev/null | python3 $here/where.py $out/cli.json $((dur-1)) $side $out/$side.where.json > $out/$side.where
 done
 head -1 $out/srv.where
 for side in srv cli; do tail -n +2 $out/$side.where; done

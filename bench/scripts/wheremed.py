@@ -6,7 +6,7 @@ import json, statistics, sys, collections
 side = sys.argv[1]
 runs = collections.defaultdict(list)
 for d in sys.argv[2:]:
-    j = json.load(open(f"{d}/{side}.json"))
+    j = json.load(open(f"{d}/{side}.where.json"))
     runs[j["system"]].append(j)
 systems = list(runs)
 kinds = sorted({k for js in runs.values() for j in js for k in j["kinds"]})
