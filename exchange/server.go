@@ -26,8 +26,7 @@ const maxErrorMessage = 4 << 10
 // Request is a request handed to a Handler.
 type Request struct {
 	Header
-	// Body is the request body; it is valid until Handle returns, unless
-	// KeepBody reports true.
+	// Body is the request body; it is valid until Handle returns.
 	Body []byte
 	// RemoteAddr is the consumer's address.
 	RemoteAddr net.Addr
@@ -40,22 +39,6 @@ type Request struct {
 	// run out before it starts, so only then need a handler that drops
 	// such requests read the clock.
 	Queued bool
-
-	frame *transport.Buffer // the frame Body is in; nil: none to keep
-}
-
-// KeepBody asks that Body's memory stay the handler's: the server then
-// never reuses it for another frame, so that values decoded in place (a
-// []byte argument as a slice of the body) may outlive Handle, and a
-// response may refer to them (transport.Buffer.Splice). It reports false
-// when it cannot (a Request made by hand): Body is then valid only until
-// Handle returns.
-func (r *Request) KeepBody() bool {
-	if r.frame == nil {
-		return false
-	}
-	r.frame.Keep()
-	return true
 }
 
 // Handler answers requests; protocol/dubbo implements it. The server calls
@@ -1140,7 +1123,7 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
 		}
 	}()
-	*req = Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, Queued: j.queued, frame: j.f}
+	*req = Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, Queued: j.queued}
 	return s.h.Handle(cs.ctx, req)
 }
 

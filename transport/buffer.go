@@ -21,7 +21,6 @@ type Buffer struct {
 
 	parts   []part // spliced slices, in order
 	spliced int    // their total length
-	kept    bool   // Keep was called: B's array is never reused
 }
 
 // part is a slice spliced into a frame after B[:at].
@@ -30,8 +29,8 @@ type part struct {
 	p  []byte
 }
 
-// buffers holds Buffers, most with an array (nil B: its array was kept or
-// too large to pool).
+// buffers holds Buffers, most with an array (nil B: its array was too
+// large to pool).
 var buffers = sync.Pool{New: func() any { return new(Buffer) }}
 
 // GetBuffer returns an empty buffer from the pool.
@@ -55,25 +54,19 @@ func getReadBuffer(n int) *Buffer {
 	return b
 }
 
-// Release returns b to the pool; b must not be used after. The array of a
-// kept buffer (Keep) is left to the garbage collector, so that its bytes
-// are never reused.
+// Release returns b to the pool; b must not be used after. An array over
+// maxPooled bytes is left to the garbage collector.
 func (b *Buffer) Release() {
 	if b.parts != nil {
 		clear(b.parts)
 		b.parts = b.parts[:0]
 		b.spliced = 0
 	}
-	if b.kept || cap(b.B) > maxPooled {
-		b.B, b.kept = nil, false
+	if cap(b.B) > maxPooled {
+		b.B = nil
 	}
 	buffers.Put(b)
 }
-
-// Keep marks b's bytes as referred to by something that outlives b (a
-// value decoded in place, as a slice of the frame): Release then drops b
-// instead of pooling it, so its bytes are never reused by another frame.
-func (b *Buffer) Keep() { b.kept = true }
 
 // Splice adds p to the frame without copying it: p's bytes follow B's
 // bytes as they are now, and what is appended to B afterwards follows p.
@@ -151,9 +144,8 @@ const noZeroMin = 4 << 10
 // makeNoZero returns an empty slice with room for n bytes whose memory is
 // not zeroed first: it holds whatever the allocator left there, so the
 // caller must write every byte it later exposes. A large frame is read
-// from the network into new memory (when the pool has no buffer big
-// enough, as when frames are kept), and zeroing it first would write the
-// whole frame twice. strings.Builder is the standard library's way to get
+// from the network into new memory when the pool has no buffer big
+// enough, and zeroing it first would write the whole frame twice. strings.Builder is the standard library's way to get
 // such memory; the builder's array is taken over, not its string.
 func makeNoZero(n int) []byte {
 	var sb strings.Builder

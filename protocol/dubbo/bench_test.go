@@ -37,6 +37,14 @@ func (e echoInvoker) Invoke(_ context.Context, inv *protocol.Invocation) (*proto
 	return &protocol.Result{Value: inv.Args[0]}, nil
 }
 
+// bytesEchoInvoker is echoInvoker for a []byte argument, as the bench/
+// module's provider: Echo([]byte) ([]byte, error).
+type bytesEchoInvoker struct{ echoInvoker }
+
+func (bytesEchoInvoker) ArgTypes(string) ([]reflect.Type, bool) {
+	return []reflect.Type{reflect.TypeFor[[]byte]()}, true
+}
+
 func benchDubbo(b *testing.B, u *protocol.URL, parallelism int) {
 	cli := newProtocol(b, nil)
 	inv := refer(b, cli, u)
@@ -162,6 +170,11 @@ func runBenchProvider() int {
 	defer p.Close()
 	exp, err := p.Export(echoInvoker{u: providerURL("bench.Echo")})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	u := exp.(*dubbo.Exporter).URL()
+	if _, err := p.Export(bytesEchoInvoker{echoInvoker{u: protocol.NewURL("dubbo", u.Host, u.Port, "bench.BytesEcho", nil)}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,7 +1,6 @@
 package dubbo
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -53,8 +52,7 @@ type request struct {
 func encodeRequest(enc serialize.Encoder, f *transport.Buffer, inv *protocol.Invocation, u *protocol.URL, timeout int64, atts map[string]string) error {
 	if f != nil {
 		// Large arguments would grow the frame by doubling, each step a
-		// new array and a copy (pooled frames are often small: large
-		// replies are kept, see decodeResponse).
+		// new array and a copy, when the pooled frame is small.
 		n := 0
 		for _, a := range inv.Args {
 			switch v := a.(type) {
@@ -64,7 +62,7 @@ func encodeRequest(enc serialize.Encoder, f *transport.Buffer, inv *protocol.Inv
 				n += len(v)
 			}
 		}
-		if n >= inPlaceMin {
+		if n >= spliceMin {
 			f.Grow(n + 16*len(inv.Args) + 512)
 		}
 	}
@@ -162,23 +160,15 @@ type argSlots struct {
 	bytes [2][]byte
 }
 
-// Payloads of at least inPlaceMin bytes are not copied: a []byte argument
-// or reply is decoded as a slice of its frame (whose memory is then never
-// reused), and a []byte result or argument of that size is spliced into
-// the frame that sends it rather than copied into it. Smaller ones are
-// copied: a copy is cheap, and a small value does not keep a whole frame
-// alive.
-const inPlaceMin = 4 << 10
-
-// bodyKeeper is what decodeArgs asks to keep the request body's memory
-// from reuse (exchange.Request).
-type bodyKeeper interface{ KeepBody() bool }
+// A []byte result or argument of at least spliceMin bytes is not copied
+// into the frame that sends it: it is spliced (transport.Buffer.Splice),
+// and writev sends it from its own array. Smaller ones are copied, which
+// costs less than another piece for writev.
+const spliceMin = 4 << 10
 
 // decodeArgs decodes r.argc arguments into types (plain values when types
-// is nil), in slots when it has room for them (slots may be nil). A
-// []byte argument of inPlaceMin bytes or more is a slice of the body when
-// keep (may be nil) keeps the body's memory for it.
-func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots, keep bodyKeeper) ([]any, error) {
+// is nil), in slots when it has room for them (slots may be nil).
+func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
 			status.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
@@ -217,7 +207,7 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			continue
 		}
 		if bd, ok := dec.(serialize.BytesDecoder); ok && types[i] == bytesType {
-			v, err := decodeBytesArg(dec, bd, &keep)
+			v, err := bd.DecodeBytes()
 			if err != nil {
 				return nil, argError(r, types, i, err)
 			}
@@ -236,25 +226,6 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 		args[i] = p.Elem().Interface()
 	}
 	return args, nil
-}
-
-// decodeBytesArg decodes a []byte argument: in place when it is large and
-// *keep keeps the body for it (*keep is set to nil once it has said no),
-// else a copy.
-func decodeBytesArg(dec serialize.Decoder, bd serialize.BytesDecoder, keep *bodyKeeper) ([]byte, error) {
-	ip, ok := dec.(serialize.InPlaceBytesDecoder)
-	if !ok || *keep == nil {
-		return bd.DecodeBytes()
-	}
-	v, err := ip.DecodeBytesInPlace()
-	if err != nil || len(v) < inPlaceMin {
-		return bytes.Clone(v), err
-	}
-	if !(*keep).KeepBody() {
-		*keep = nil
-		return bytes.Clone(v), nil
-	}
-	return v, nil
 }
 
 // eface is the layout of an interface value with no methods.
@@ -332,11 +303,11 @@ func encodeResponse(ser serialize.Serializer, res *protocol.Result, callErr erro
 }
 
 // encodeValue encodes v into frame f with enc (which writes to f): a
-// []byte of inPlaceMin bytes or more by reference (f.Splice) when the
+// []byte of spliceMin bytes or more by reference (f.Splice) when the
 // encoder can write its header alone, so that it is written to the network
 // from its own array, not copied.
 func encodeValue(enc serialize.Encoder, f *transport.Buffer, v any) error {
-	if b, ok := v.([]byte); ok && len(b) >= inPlaceMin {
+	if b, ok := v.([]byte); ok && len(b) >= spliceMin {
 		if he, ok := enc.(serialize.BytesHeaderEncoder); ok {
 			if err := he.EncodeBytesHeader(len(b)); err != nil {
 				return err
@@ -349,11 +320,8 @@ func encodeValue(enc serialize.Encoder, f *transport.Buffer, v any) error {
 }
 
 // decodeResponse decodes a response body into a Result (and inv.Reply), or
-// the remote business error; its attachments are read within lim. A
-// []byte reply of inPlaceMin bytes or more is a slice of the body when
-// frame (the response frame holding body; may be nil) can be kept for it
-// (transport.Buffer.Keep): the caller's Release then leaves it alone.
-func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation, lim serialize.MapLimits, frame *transport.Buffer) (*protocol.Result, error) {
+// the remote business error; its attachments are read within lim.
+func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocation, lim serialize.MapLimits) (*protocol.Result, error) {
 	dec, err := ser.NewDecoder(body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
@@ -385,9 +353,6 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		case *any:
 			*r, err = dec.DecodeAny()
 			res.Value = r
-		case *[]byte:
-			*r, err = decodeBytesReply(dec, *r, frame)
-			res.Value = r
 		default:
 			err = dec.Decode(r)
 			res.Value = r
@@ -408,31 +373,6 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		return nil, fmt.Errorf("%w: dubbo: %s.%s: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 	}
 	return res, nil
-}
-
-// decodeBytesReply decodes a []byte reply as Decode into a *[]byte holding
-// old would (into old's array when it has room), but a large one that
-// does not fit there in place, when frame can be kept for it.
-func decodeBytesReply(dec serialize.Decoder, old []byte, frame *transport.Buffer) ([]byte, error) {
-	ip, ok := dec.(serialize.InPlaceBytesDecoder)
-	if !ok || frame == nil {
-		err := dec.Decode(&old)
-		return old, err
-	}
-	v, err := ip.DecodeBytesInPlace()
-	switch {
-	case err != nil || v == nil:
-		return nil, err
-	case len(v) <= cap(old):
-		if old == nil {
-			old = []byte{}
-		}
-		return append(old[:0], v...), nil
-	case len(v) < inPlaceMin:
-		return bytes.Clone(v), nil
-	}
-	frame.Keep()
-	return v, nil
 }
 
 // isStatusError reports whether an invoker's error is an answer of the

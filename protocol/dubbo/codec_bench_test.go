@@ -59,7 +59,7 @@ func BenchmarkCodec(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := decodeArgs(dec, &r, types, true, &slots, nil); err != nil {
+			if _, err := decodeArgs(dec, &r, types, true, &slots); err != nil {
 				b.Fatal(err)
 			}
 			dec.Release()
@@ -86,7 +86,7 @@ func BenchmarkCodec(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var reply []byte
-			if _, err := decodeResponse(ser, resp, &protocol.Invocation{Reply: &reply}, serialize.MapLimits{}, nil); err != nil || len(reply) != len(payload) {
+			if _, err := decodeResponse(ser, resp, &protocol.Invocation{Reply: &reply}, serialize.MapLimits{}); err != nil || len(reply) != len(payload) {
 				b.Fatal(err)
 			}
 		}

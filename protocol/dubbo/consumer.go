@@ -517,7 +517,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return nil, r.explain(err, inv, t, sent, fromCtx)
 	}
 	body := exchange.Body(resp)
-	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments, resp)
+	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments)
 	if res != nil {
 		res.RequestBytes, res.ResponseBytes = reqBytes, len(body)
 	}

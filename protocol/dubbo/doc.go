@@ -26,12 +26,10 @@
 // So the protocol itself writes only strings, integers and string maps: a
 // serialization of one's own (serialize.Stream) needs no framework type.
 //
-// Large byte strings are not copied in user space: a []byte argument or
-// reply of 4 KiB or more is decoded as a slice of the frame it came in
-// (msgpack; the frame's memory is then never reused, see
-// transport.Buffer.Keep), and a []byte result of that size is written
-// from the method's own array (transport.Buffer.Splice), so a method must
-// not modify a []byte it has returned (package service, "Byte slices").
+// A []byte result of 4 KiB or more is not copied into the response: the
+// frame refers to it and writev sends it from the method's own array
+// (transport.Buffer.Splice), so a method must not modify a []byte it has
+// returned (package service, "Byte slices and ownership").
 //
 // The protocol answers service.EchoMethod itself, after the token check,
 // and recovers a panic of the provider's filters or method (the caller gets

@@ -10,7 +10,6 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
-	"github.com/minidubbo/minidubbo/transport"
 )
 
 type fuzzArg struct {
@@ -118,15 +117,9 @@ func FuzzResponseBody(f *testing.F) {
 	lim := s.p.opts.Attachments
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var reply []any
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &reply}, lim, nil)
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &reply}, lim)
 		var typed fuzzArg
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &typed}, lim, nil)
-		_, _ = decodeResponse(ser, body, &protocol.Invocation{}, lim, nil)
-		// A []byte reply, in place in a frame of its own.
-		frame := transport.GetBuffer()
-		frame.B = append(frame.B, body...)
-		var b []byte
-		_, _ = decodeResponse(ser, frame.B, &protocol.Invocation{Reply: &b}, lim, frame)
-		frame.Release()
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{Reply: &typed}, lim)
+		_, _ = decodeResponse(ser, body, &protocol.Invocation{}, lim)
 	})
 }

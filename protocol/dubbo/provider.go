@@ -244,7 +244,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		typed = true
 	}
 	c := new(call)
-	args, err := decodeArgs(dec, &r, types, typed, &c.args, req)
+	args, err := decodeArgs(dec, &r, types, typed, &c.args)
 	if err != nil {
 		st.badBodies.Add(1)
 		return nil, err

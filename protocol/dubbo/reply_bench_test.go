@@ -61,3 +61,34 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkBytesEcho is a call with a []byte argument and reply through
+// the protocol invoker, to a provider method that takes and returns []byte
+// (as the bench/ module's), 100 callers, the provider in a child process.
+// It reports the CPU time per call of the consumer (cpu-µs/op) and of the
+// provider (provider-cpu-µs/op, from /proc in 10 ms ticks).
+func BenchmarkBytesEcho(b *testing.B) {
+	port, _, pid := startBenchProviderProc(b)
+	u := protocol.NewURL("dubbo", "127.0.0.1", port, "bench.BytesEcho", nil)
+	for _, size := range []int{581, 16 << 10} {
+		arg := []byte(strings.Repeat("r", size))
+		b.Run(itoa(size), func(b *testing.B) {
+			cli := newProtocol(b, nil)
+			inv := refer(b, cli, u)
+			ctx := context.Background()
+			call := func() {
+				var reply []byte
+				_, err := inv.Invoke(ctx, &protocol.Invocation{Service: "bench.BytesEcho", Method: "Echo", Args: []any{arg}, Reply: &reply})
+				if err != nil || len(reply) != size {
+					b.Errorf("call: %v (reply %d bytes)", err, len(reply))
+				}
+			}
+			call()
+			before, provBefore := cpuTime(), procCPUTime(pid)
+			run(b, 100, call)
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((procCPUTime(pid)-provBefore).Microseconds())/float64(b.N), "provider-cpu-µs/op")
+		})
+	}
+}

@@ -12,14 +12,13 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
-// TestLargePayloadsStayIntact: []byte arguments and replies of 4 KiB and
-// more are decoded as slices of the frames they came in (which are then
-// never reused), and results are written from the method's own array.
-// Callers keep every reply, the provider's Keep method keeps every
-// argument, while other calls' frames keep arriving on the same
-// connections; at the end every kept value still holds what was sent. A
-// frame's memory reused while a value held it would overwrite one (and
-// -race would report the write).
+// TestLargePayloadsStayIntact: results of 4 KiB and more are written from
+// the method's own array (spliced, not copied into the response), which
+// for Bytes and Keep is the argument. Callers keep every reply, the
+// provider's Keep method keeps every argument, while other calls' frames
+// keep arriving on the same connections; at the end every kept value still
+// holds what was sent. Memory reused while a value held it would overwrite
+// one (and -race would report the write).
 func TestLargePayloadsStayIntact(t *testing.T) {
 	p := newProtocol(t, &dubboOptions{Connections: 2})
 	g, u := export(t, p, providerURL("demo.InPlace"))
@@ -54,9 +53,6 @@ func TestLargePayloadsStayIntact(t *testing.T) {
 			}
 			for i := range want {
 				assert.True(t, bytes.Equal(want[i], got[i]), "caller %d reply %d: %d bytes, want %d", c, i, len(got[i]), len(want[i]))
-				if len(got[i]) >= 4096 { // in place: a slice of the frame
-					assert.Equal(t, len(got[i]), cap(got[i]), "caller %d reply %d: appending must not write into anything else", c, i)
-				}
 			}
 		})
 	}
