@@ -132,7 +132,7 @@ func newConn(nc net.Conn, h Handler, o *Options) *Conn {
 		c.vectored = true
 		c.direct = newDirectWrite(nc)
 	}
-	c.lastRead.Store(time.Now().UnixNano())
+	c.lastRead.Store(monoNow())
 	c.wg.Add(1) // the reading role: see readOn
 	go c.readLoop()
 	c.wg.Go(c.writeLoop)
@@ -178,8 +178,18 @@ func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 // RemoteAddr returns the peer's network address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-// LastRead returns when the last frame (or the connection) arrived.
-func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
+// LastRead returns when the last frame (or the connection) arrived: when
+// the read from the network that completed it returned (frames that the
+// same read brought complete count as arriving with the first of them).
+func (c *Conn) LastRead() time.Time { return clockEpoch.Add(time.Duration(c.lastRead.Load())) }
+
+// clockEpoch is what lastRead counts from: a monotonic reading
+// (time.Since of a time with one) costs half of time.Now on this kind of
+// VM, and the read loop takes one for most frames.
+var clockEpoch = time.Now()
+
+// monoNow returns the monotonic time since clockEpoch, in nanoseconds.
+func monoNow() int64 { return int64(time.Since(clockEpoch)) }
 
 // Done is closed when the connection starts closing.
 func (c *Conn) Done() <-chan struct{} { return c.closing }
@@ -617,6 +627,9 @@ func (c *Conn) read() error {
 	hdr := rs.hdr[:]
 	for {
 		rs.fresh = false
+		// arrived: this frame needed a read from the network (else it
+		// came complete with an earlier one, whose time is LastRead's).
+		arrived := rs.br == nil || rs.br.Buffered() == 0
 		if rs.br != nil && rs.br.Buffered() == 0 {
 			// Between frames of a busy connection: wait for the next one
 			// with the buffer, for up to idleHold, so that a frame costs
@@ -689,7 +702,9 @@ func (c *Conn) read() error {
 			f.Release()
 			return c.readErr(err)
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		if arrived || rs.fresh {
+			c.lastRead.Store(monoNow())
+		}
 		raceAcquireIO()
 		e := c.epoch.Load()
 		c.h.Serve(c, f)

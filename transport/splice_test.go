@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -158,5 +159,23 @@ func TestSplicedAmongLater(t *testing.T) {
 		} else {
 			require.Equal(t, "hello", body)
 		}
+	}
+}
+
+// TestLastReadAdvances: every frame that arrives after the previous one was
+// served moves LastRead to a time after it was sent, on the monotonic
+// clock the heartbeat and idle checks compare with time.Now.
+func TestLastReadAdvances(t *testing.T) {
+	ctx := testCtx(t)
+	client, server := newRecorder(false), newRecorder(false)
+	a, b := tcpPair(t, client, server)
+	defer a.Close()
+	defer b.Close()
+	for i := range 20 {
+		before := time.Now()
+		require.NoError(t, a.Send(frame(uint64(i), "ping")))
+		recv(t, ctx, server.frames)
+		require.Eventually(t, func() bool { return !b.LastRead().Before(before) }, 5*time.Second, time.Millisecond, "frame %d", i)
+		require.False(t, b.LastRead().After(time.Now()), "not in the future")
 	}
 }
