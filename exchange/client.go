@@ -309,6 +309,16 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 		f.Release()
 		return 0, err
 	}
+	select {
+	case <-c.conn.Done():
+		// Closing, its Closed handler yet to run (Available says false
+		// already): the call is not sent. Registered, it could be failed
+		// by that handler with ErrConnLost, which says "sent".
+		c.mu.Unlock()
+		f.Release()
+		return 0, c.Err()
+	default:
+	}
 	c.pending[id] = cl
 	cl.id = id
 	if !deadline.IsZero() {
