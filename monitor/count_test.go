@@ -213,3 +213,24 @@ func TestNoAllocsPerCallAllFilters(t *testing.T) {
 	}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { prov.ResponseSent(inv, 10) }))
 }
+
+// TestReportKeepsAnEndCountedLate: a report taken while a call's end is
+// half counted (its success in an earlier report, its time and histogram
+// sample not yet) leaves those to the next report, which must carry them
+// even though they are all that row has.
+func TestReportKeepsAnEndCountedLate(t *testing.T) {
+	m := New()
+	c := m.counters(key{side: Consumer, service: "s", method: "m", provider: "p:1"})
+	c.elapsed.Add(int64(5 * time.Millisecond))
+	storeMax(&c.maxElapsed, int64(5*time.Millisecond))
+	c.hist.record(5000)
+	r := m.TakeReport()
+	require.Len(t, r.Rows, 1)
+	row := r.Rows[0]
+	assert.Zero(t, row.Calls)
+	assert.EqualValues(t, 5*time.Millisecond, row.ElapsedNanos)
+	h, err := row.Latency.Decode()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, h.TotalCount())
+	assert.Empty(t, m.TakeReport().Rows, "nothing is reported twice")
+}

@@ -546,7 +546,12 @@ func (m *Monitor) TakeReport() *Report {
 		row.MaxConcurrent = c.maxConc.Swap(row.Concurrent)
 		storeMax(&c.allMaxConc, row.MaxConcurrent)
 		row.Latency = c.hist.take()
-		if row.Calls == 0 && row.Successes == 0 && row.Failures == 0 && row.BytesIn == 0 && row.BytesOut == 0 && row.Concurrent == 0 {
+		// A call's end is counted in several steps (its outcome, its
+		// time, its histogram sample, its place in flight): a report taken
+		// between them leaves the later steps to the next one, so a row
+		// with only those is reported too, or they would be lost.
+		if row.Calls == 0 && row.Successes == 0 && row.Failures == 0 && row.BytesIn == 0 && row.BytesOut == 0 &&
+			row.Concurrent == 0 && row.ElapsedNanos == 0 && row.MaxNanos == 0 && len(row.Latency.Count) == 0 {
 			continue
 		}
 		r.Rows = append(r.Rows, row)
