@@ -305,6 +305,9 @@ func TestE2EProviderCrashWhileZooKeeperDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	// An answer A sent just before it died may still be on its way to its
+	// caller: count A's answers once more calls have ended.
+	l.waitCalls(ctx, t, 50)
 	servedA := l.snapshot()["A"]
 	l.waitCalls(ctx, t, 500) // only B can answer these
 	zkc.Servers[0].Start()
