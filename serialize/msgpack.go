@@ -227,21 +227,29 @@ func (d *msgpackDecoder) DecodeBytes() ([]byte, error) { return d.decodeBytesInt
 // nil, else the bytes of a bin or str value as a slice of the input.
 func (d *msgpackDecoder) DecodeBytesInPlace() (b []byte, err error) {
 	defer recoverDecode(&err)
+	b, _, err = d.nextBytes()
+	return b, err
+}
+
+// nextBytes reads the next value as a bin or str and gives its bytes as a
+// slice of the input (isNil for msgpack's nil), having moved past them.
+// The length is checked against what is left of the input before use.
+func (d *msgpackDecoder) nextBytes() (src []byte, isNil bool, err error) {
 	n, err := d.d.DecodeBytesLen()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if n < 0 {
-		return nil, nil
+		return nil, true, nil
 	}
 	pos := len(d.data) - d.r.Len()
 	if pos < 0 || n > len(d.data)-pos {
-		return nil, io.ErrUnexpectedEOF
+		return nil, false, io.ErrUnexpectedEOF
 	}
 	if _, err := d.r.Seek(int64(n), io.SeekCurrent); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return d.data[pos : pos+n : pos+n], nil
+	return d.data[pos : pos+n : pos+n], false, nil
 }
 
 // decodeBytesInto is decoding into a *[]byte that holds b, as msgpack does
@@ -250,18 +258,11 @@ func (d *msgpackDecoder) DecodeBytesInPlace() (b []byte, err error) {
 // then reads into it through an io.Reader. At 16 KiB that zeroing was a
 // tenth of the consumer's CPU, the reply being new memory.
 func (d *msgpackDecoder) decodeBytesInto(b []byte) ([]byte, error) {
-	n, err := d.d.DecodeBytesLen()
-	if err != nil {
+	src, isNil, err := d.nextBytes()
+	if err != nil || isNil {
 		return nil, err
 	}
-	if n < 0 {
-		return nil, nil
-	}
-	pos := len(d.data) - d.r.Len()
-	if pos < 0 || n > len(d.data)-pos {
-		return nil, io.ErrUnexpectedEOF
-	}
-	src := d.data[pos : pos+n]
+	n := len(src)
 	switch {
 	case n <= cap(b):
 		if b == nil {
@@ -272,8 +273,7 @@ func (d *msgpackDecoder) decodeBytesInto(b []byte) ([]byte, error) {
 	default:
 		b = bytes.Clone(src) // not zeroed first
 	}
-	_, err = d.r.Seek(int64(n), io.SeekCurrent)
-	return b, err
+	return b, nil
 }
 
 func (d *msgpackDecoder) DecodeInt() (int64, error) { return d.d.DecodeInt64() }
