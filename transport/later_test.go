@@ -24,20 +24,28 @@ func (h *laterEcho) Closed(_ *transport.Conn, err error) { h.closed <- err }
 // returns a raw client connection to it and the server's Conn.
 func laterServer(t *testing.T) (net.Conn, *transport.Conn, *laterEcho) {
 	t.Helper()
+	client, nc := netConns(t)
+	h := &laterEcho{closed: make(chan error, 1)}
+	return client, transport.NewConn(nc, h, nil), h
+}
+
+// netConns gives both ends of a new loopback TCP connection: the dialled
+// one and the accepted one.
+func netConns(t *testing.T) (dialed, accepted net.Conn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
-	accepted := make(chan net.Conn, 1)
+	acc := make(chan net.Conn, 1)
 	go func() {
 		c, _ := l.Accept()
-		accepted <- c
+		acc <- c
 	}()
-	client, err := net.Dial("tcp", l.Addr().String())
+	dialed, err = net.Dial("tcp", l.Addr().String())
 	require.NoError(t, err)
-	nc := <-accepted
-	require.NotNil(t, nc)
-	h := &laterEcho{closed: make(chan error, 1)}
-	return client, transport.NewConn(nc, h, nil), h
+	accepted = <-acc
+	require.NotNil(t, accepted)
+	return dialed, accepted
 }
 
 func rawFrame(id uint64, body string) []byte {

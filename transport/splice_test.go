@@ -3,7 +3,6 @@ package transport_test
 import (
 	"bytes"
 	"encoding/binary"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -127,19 +126,8 @@ func (h *laterSplice) Closed(_ *transport.Conn, err error) { h.closed <- err }
 // TestSplicedAmongLater: the reader's own writes of SendLater frames leave
 // spliced frames to the writer, and every frame arrives whole, in order.
 func TestSplicedAmongLater(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		accepted <- c
-	}()
-	cc, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
+	cc, nc := netConns(t)
 	defer cc.Close()
-	nc := <-accepted
-	require.NotNil(t, nc)
 	h := &laterSplice{closed: make(chan error, 1)}
 	sc := transport.NewConn(nc, h, nil)
 	defer sc.Close()
@@ -148,7 +136,7 @@ func TestSplicedAmongLater(t *testing.T) {
 	for i := range n {
 		all = append(all, rawFrame(uint64(i), "hello")...)
 	}
-	_, err = cc.Write(all)
+	_, err := cc.Write(all)
 	require.NoError(t, err)
 	require.NoError(t, cc.SetReadDeadline(deadline(t)))
 	for i := range n {
