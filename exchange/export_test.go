@@ -3,6 +3,7 @@ package exchange
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Timed returns how many calls wait in the client's deadline heap.
@@ -22,3 +23,20 @@ func SetHeartbeatTicks(t testing.TB, ticks <-chan time.Time) {
 
 // LastRead returns when c last read a frame.
 func LastRead(c *Client) time.Time { return c.conn.LastRead() }
+
+// StepWall makes Now's wall time d ahead of the real wall clock, as after
+// the wall clock was set back by d (an NTP step, a resumed VM) since the
+// process started; Now's monotonic reading is unchanged. It edits the
+// seconds kept in epoch's wall word (bits 30 to 62 when the Time carries a
+// monotonic reading), so it fails the test if that layout ever changes.
+// The shift is undone when the test ends.
+func StepWall(t testing.TB, d time.Duration) {
+	t.Helper()
+	old := epoch
+	w := (*uint64)(unsafe.Pointer(&epoch))
+	*w += uint64(d/time.Second) << 30
+	t.Cleanup(func() { epoch = old })
+	if got := Now().Round(0).Sub(time.Now().Round(0)); got < d-time.Minute || got > d+time.Minute {
+		t.Fatalf("StepWall: Now's wall time is %v from the wall clock, want %v: time.Time's layout changed", got, d)
+	}
+}

@@ -637,3 +637,28 @@ func TestRequestsOfOneConnectionDoNotShareTheirRequest(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, bad.Load())
 }
+
+// After the wall clock is set back (Now's wall time then runs ahead of
+// time.Now's), a request blocked on the goroutine that read it is still
+// passed by those read behind it: the watcher measures a run's age on the
+// monotonic clock alone. When it compared a Now-derived wall time with
+// time.Now, a step back of an hour kept the connection's reading held for
+// that hour.
+func TestBlockedRequestPassedAfterWallClockStep(t *testing.T) {
+	exchange.StepWall(t, time.Hour)
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, &exchange.Options{Workers: 4})
+	c := dial(t, addr, nil)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, c, "block")
+		blocked <- err
+	}()
+	<-h.started
+	got, err := call(ctx, c, "1")
+	close(h.release)
+	require.NoError(t, <-blocked)
+	require.NoError(t, err, "the call read behind a blocked one")
+	require.Equal(t, "1", got)
+}

@@ -153,7 +153,7 @@ type connState struct {
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
 	// paused is set while the connection's reader waits for a place in
-	// the queue; resumed is when it last stopped waiting (Unix ns).
+	// the queue; resumed is when it last stopped waiting (clock).
 	paused  atomic.Bool
 	resumed atomic.Int64
 	// inflight counts the requests read and not yet answered.
@@ -178,7 +178,7 @@ type connState struct {
 	// connection detached and nobody reading it (runNear): it holds
 	// that run's number (turn), so that a run whose role was claimed
 	// cannot claim a later run's; nearSince is when the run's request
-	// arrived. The watcher (watchNear) claims the reading role of a run
+	// arrived (clock). The watcher (watchNear) claims the reading role of a run
 	// older than nearGrace. turn is the reader's.
 	unclaimed atomic.Uint64
 	nearSince atomic.Int64
@@ -490,7 +490,7 @@ func (s *Server) keepalive() {
 				}
 				last := conn.LastRead()
 				if cs != nil {
-					if r := time.Unix(0, cs.resumed.Load()); r.After(last) {
+					if r := epoch.Add(time.Duration(cs.resumed.Load())); r.After(last) {
 						last = r
 					}
 				}
@@ -665,7 +665,7 @@ func (s *Server) runNear(cs *connState, j job) {
 	cs.turn++
 	turn := cs.turn
 	j.conn.Detach()
-	cs.nearSince.Store(j.recv.UnixNano())
+	cs.nearSince.Store(int64(j.recv.Sub(epoch)))
 	cs.unclaimed.Store(turn)
 	if !cs.listed.Load() {
 		s.listNear(cs)
@@ -769,7 +769,7 @@ func (s *Server) listNear(cs *connState) {
 // it after sees listed cleared and lists it again (listNear waits for
 // nearMu, held here), so no run goes unwatched.
 func (s *Server) rescueSlow() (busy, lingering bool) {
-	now := time.Now().UnixNano()
+	now := clock()
 	stopping := false
 	select {
 	case <-s.stop:
@@ -910,7 +910,7 @@ func (s *Server) wait(cs *connState, conn *transport.Conn, j job) {
 	s.paused.Add(1)
 	s.pauses.Add(1)
 	defer func() {
-		cs.resumed.Store(time.Now().UnixNano())
+		cs.resumed.Store(clock())
 		cs.paused.Store(false)
 		s.paused.Add(-1)
 	}()
