@@ -442,19 +442,7 @@ func TestBlockedRequestDoesNotHoldItsConnection(t *testing.T) {
 	h := newEcho()
 	s, addr := serve(t, h, &exchange.Options{Workers: 4})
 	c := dial(t, addr, nil)
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := call(ctx, c, "block")
-		blocked <- err
-	}()
-	<-h.started
-	for i := range 20 {
-		got, err := call(ctx, c, fmt.Sprint(i))
-		require.NoError(t, err)
-		require.Equal(t, fmt.Sprint(i), got)
-	}
-	close(h.release)
-	require.NoError(t, <-blocked)
+	passBlocked(ctx, t, h, c, 20)
 
 	slow := exchange.HandlerFunc(func(_ context.Context, req *exchange.Request) (*transport.Buffer, error) {
 		time.Sleep(2 * time.Millisecond)
@@ -550,19 +538,7 @@ func TestQuietConnectionWatchedAgain(t *testing.T) {
 		_, err := call(ctx, b, "b")
 		require.NoError(t, err)
 	}
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := call(ctx, a, "block")
-		blocked <- err
-	}()
-	<-h.started
-	for i := range 5 {
-		got, err := call(ctx, a, fmt.Sprint(i))
-		require.NoError(t, err)
-		require.Equal(t, fmt.Sprint(i), got)
-	}
-	close(h.release)
-	require.NoError(t, <-blocked)
+	passBlocked(ctx, t, h, a, 5)
 }
 
 // Request.Queued tells a handler whether the request went to a worker
@@ -650,15 +626,27 @@ func TestBlockedRequestPassedAfterWallClockStep(t *testing.T) {
 	h := newEcho()
 	_, addr := serve(t, h, &exchange.Options{Workers: 4})
 	c := dial(t, addr, nil)
+	passBlocked(ctx, t, h, c, 1)
+}
+
+// passBlocked sends a "block" call on c and waits until h runs it; the n
+// calls sent on c behind it must then be answered while it waits. It
+// releases the blocked call at the end and requires that it ended well.
+func passBlocked(ctx context.Context, t *testing.T, h *echo, c *exchange.Client, n int) {
+	t.Helper()
 	blocked := make(chan error, 1)
 	go func() {
 		_, err := call(ctx, c, "block")
 		blocked <- err
 	}()
 	<-h.started
-	got, err := call(ctx, c, "1")
-	close(h.release)
-	require.NoError(t, <-blocked)
-	require.NoError(t, err, "the call read behind a blocked one")
-	require.Equal(t, "1", got)
+	defer func() {
+		close(h.release)
+		require.NoError(t, <-blocked, "the blocked call")
+	}()
+	for i := range n {
+		got, err := call(ctx, c, fmt.Sprint(i))
+		require.NoError(t, err, "call %d, read behind a blocked one", i)
+		require.Equal(t, fmt.Sprint(i), got)
+	}
 }
