@@ -69,9 +69,6 @@ func TestMsgpackStringsAndBytesMatchLibrary(t *testing.T) {
 				}
 				for what, f := range map[string]func(serialize.Decoder) (any, error){
 					"DecodeBytes": func(d serialize.Decoder) (any, error) { return d.(serialize.BytesDecoder).DecodeBytes() },
-					"DecodeBytesInPlace": func(d serialize.Decoder) (any, error) {
-						return d.(serialize.InPlaceBytesDecoder).DecodeBytesInPlace()
-					},
 					"Decode *[]byte": func(d serialize.Decoder) (any, error) {
 						var b []byte
 						err := d.Decode(&b)
@@ -154,36 +151,6 @@ func TestMsgpackDecodeIntoBytesReusesAsLibrary(t *testing.T) {
 			})
 		}
 	}
-}
-
-// TestMsgpackDecodeBytesInPlace: the bytes are a slice of the input, with
-// no room to grow into what follows them, and the next value decodes
-// after them; a header that declares more than the input holds is an
-// error.
-func TestMsgpackDecodeBytesInPlace(t *testing.T) {
-	payload := []byte(strings.Repeat("p", 5000))
-	var body []byte
-	for _, v := range []any{payload, "after"} {
-		b, err := msgpack.Marshal(v)
-		require.NoError(t, err)
-		body = append(body, b...)
-	}
-	d, err := serialize.NewMsgpack().NewDecoder(body)
-	require.NoError(t, err)
-	defer d.Release()
-	got, err := d.(serialize.InPlaceBytesDecoder).DecodeBytesInPlace()
-	require.NoError(t, err)
-	require.Equal(t, payload, got)
-	require.Equal(t, len(got), cap(got), "no spare capacity into the next value")
-	require.Equal(t, &body[3], &got[0], "a slice of the input (bin16 header: 3 bytes)")
-	s, err := d.DecodeString()
-	require.NoError(t, err)
-	require.Equal(t, "after", s)
-
-	// bin32 declaring 100 bytes with 2 present: refused by NewDecoder's
-	// check, and by the decoder itself past that check.
-	_, err = serialize.NewMsgpack().NewDecoder([]byte{0xc6, 0, 0, 0, 100, 'x', 'y'})
-	require.Error(t, err)
 }
 
 // TestMsgpackBytesHeaderEncodes: a header from EncodeBytesHeader followed

@@ -37,21 +37,6 @@ func FuzzMsgpackDecode(f *testing.F) {
 		var p point
 		_ = s.Unmarshal(data, &p)
 
-		// In place, the same bytes as a copy, within the input.
-		if dec, err := s.NewDecoder(data); err == nil {
-			inPlace, errIn := dec.(serialize.InPlaceBytesDecoder).DecodeBytesInPlace()
-			dec.Release()
-			dec, _ = s.NewDecoder(data)
-			copied, errCopy := dec.(serialize.BytesDecoder).DecodeBytes()
-			dec.Release()
-			if (errIn == nil) != (errCopy == nil) || !bytes.Equal(inPlace, copied) || (inPlace == nil) != (copied == nil) {
-				t.Fatalf("in place %q (%v), copied %q (%v)", inPlace, errIn, copied, errCopy)
-			}
-			if len(inPlace) > 0 && cap(inPlace) != len(inPlace) {
-				t.Fatalf("in place bytes with spare capacity %d", cap(inPlace)-len(inPlace))
-			}
-		}
-
 		// Decoding into a *[]byte (empty, or with room to reuse) gives
 		// what the msgpack library gives.
 		for _, room := range []int{0, 64} {

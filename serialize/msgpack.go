@@ -111,10 +111,9 @@ func (e *msgpackEncoder) Release() {
 }
 
 var (
-	_ InterningDecoder    = (*msgpackDecoder)(nil)
-	_ BytesDecoder        = (*msgpackDecoder)(nil)
-	_ InPlaceBytesDecoder = (*msgpackDecoder)(nil)
-	_ BytesHeaderEncoder  = (*msgpackEncoder)(nil)
+	_ InterningDecoder   = (*msgpackDecoder)(nil)
+	_ BytesDecoder       = (*msgpackDecoder)(nil)
+	_ BytesHeaderEncoder = (*msgpackEncoder)(nil)
 )
 
 var msgpackDecoders = sync.Pool{New: func() any {
@@ -222,14 +221,6 @@ func (d *msgpackDecoder) DecodeString() (string, error) {
 // the bytes of a bin or str value otherwise, as decoding into a *[]byte
 // gives.
 func (d *msgpackDecoder) DecodeBytes() ([]byte, error) { return d.decodeBytesInto(nil) }
-
-// DecodeBytesInPlace implements InPlaceBytesDecoder: nil for msgpack's
-// nil, else the bytes of a bin or str value as a slice of the input.
-func (d *msgpackDecoder) DecodeBytesInPlace() (b []byte, err error) {
-	defer recoverDecode(&err)
-	b, _, err = d.nextBytes()
-	return b, err
-}
 
 // nextBytes reads the next value as a bin or str and gives its bytes as a
 // slice of the input (isNil for msgpack's nil), having moved past them.

@@ -133,17 +133,6 @@ type BytesDecoder interface {
 	DecodeBytes() ([]byte, error)
 }
 
-// InPlaceBytesDecoder is implemented by decoders that can give a []byte
-// value as a slice of their input instead of a copy (msgpack's), for
-// callers that own the input's memory and can keep it from reuse.
-type InPlaceBytesDecoder interface {
-	// DecodeBytesInPlace reads the next value as DecodeBytes does, but
-	// returns its bytes in place: a slice of the data given to NewDecoder
-	// whose capacity ends with the value. The caller must make sure that
-	// memory is never reused while the slice is in use.
-	DecodeBytesInPlace() ([]byte, error)
-}
-
 // BytesHeaderEncoder is implemented by encoders that can write a []byte
 // value's header alone (msgpack's): the caller then writes the n bytes
 // themselves to the same output, before anything else, as a frame that
