@@ -328,20 +328,36 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 		}
 	}
 	c.mu.Unlock()
+	if testHookRegistered != nil {
+		testHookRegistered(c)
+	}
 	if err := c.conn.SendWait(ctx, deadline, f); err != nil {
-		if c.remove(id) {
-			switch {
-			case ctx.Err() != nil:
-				return 0, ctxError(ctx, ctxLeft(ctx, d, fromCtx))
-			case errors.Is(err, context.DeadlineExceeded):
-				return 0, timeoutError(d, fromCtx)
-			}
-			return 0, fmt.Errorf("%w: %w", status.ErrClosed, err)
+		switch {
+		case ctx.Err() != nil:
+			err = ctxError(ctx, ctxLeft(ctx, d, fromCtx))
+		case errors.Is(err, context.DeadlineExceeded):
+			err = timeoutError(d, fromCtx)
+		default:
+			err = fmt.Errorf("%w: %w", status.ErrClosed, err)
 		}
-		// The connection's death completed the call already.
+		if !c.remove(id) {
+			// The connection's Closed handler (or the expiry timer) took
+			// the call first and is ending it, with ErrConnLost ("sent,
+			// may have run") from the handler; but its frame was never
+			// queued. Wait for that ending and report it as not sent:
+			// a synchronous call's token is taken so the call can be
+			// reused, an asynchronous one's done is left closed (Go).
+			<-cl.done
+			cl.err = nil
+		}
+		return 0, err
 	}
 	return id, nil
 }
+
+// testHookRegistered, when set (by tests only), runs in prepare between
+// registering a call and queueing its frame.
+var testHookRegistered func(*Client)
 
 // remove takes id out of the pending map; it reports whether it was there,
 // in which case the caller owns the call's completion.
@@ -552,7 +568,11 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 			cl.stopCtx()
 		}
 		cl.err = err
-		close(cl.done)
+		select {
+		case <-cl.done: // ended by the connection's death while not queued (prepare)
+		default:
+			close(cl.done)
+		}
 		return fut
 	}
 	id.Store(n)

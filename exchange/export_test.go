@@ -40,3 +40,26 @@ func StepWall(t testing.TB, d time.Duration) {
 		t.Fatalf("StepWall: Now's wall time is %v from the wall clock, want %v: time.Time's layout changed", got, d)
 	}
 }
+
+// AbortWhenRegistered makes every call prepared until t ends abort its
+// client's connection with err after the call is registered and before its
+// frame is queued, and wait (up to 10 s) until the client's Closed handler
+// has run: the handler then ends the registered call, which was never sent.
+func AbortWhenRegistered(t testing.TB, err error) {
+	testHookRegistered = func(c *Client) {
+		c.conn.Abort(err)
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			c.mu.Lock()
+			ran := c.err != nil
+			c.mu.Unlock()
+			if ran {
+				return
+			}
+			if time.Now().After(end) {
+				t.Error("AbortWhenRegistered: the Closed handler did not run in 10 s")
+				return
+			}
+		}
+	}
+	t.Cleanup(func() { testHookRegistered = nil })
+}
