@@ -42,10 +42,12 @@ bench:
 
 ## bench-peers: minidubbo against raw TCP, net/rpc, rpcx, Kitex and grpc-go, servers in
 ## their own processes (the nested module bench/, its own go.mod); prints one table.
+## Each system's server and load clients run a binary linking that system alone
+## (bench/scripts/build.sh); the parent binary links them all.
 BENCHFLAGS ?= -reps 5 -duration 2s
 bench-peers:
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
-		$(GO) -C bench build -mod=mod -o "$$d/bench" . && \
+		GO=$(GO) bash bench/scripts/build.sh "$$d" && \
 		timeout 15m "$$d/bench" $(BENCHFLAGS)
 
 demo:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 type clientArgs struct {
 	system, addr, info string
 	serverPID          int
+	serverStats        string // the server's stats address, or "" or "-"
 	callers, size      int
 	conns              int
 	warmup, duration   time.Duration
@@ -45,6 +47,15 @@ type result struct {
 	// server's, interrupts left out), in CPUs: other processes' load and
 	// time stolen by the hypervisor. It shows how quiet the machine was.
 	OtherCPU float64 `json:"other_cpus"`
+	// ClientGo and ServerGo are each process's Go runtime figures per
+	// call over the recorded window (ServerGo only when the server
+	// answers on a stats address).
+	ClientGo sideStats `json:"client_go"`
+	ServerGo sideStats `json:"server_go"`
+	HaveGo   bool      `json:"have_server_go"`
+	// Binary is the load client's executable's name: bench-SYSTEM when
+	// it links only its own system, bench when it links every one.
+	Binary string `json:"binary"`
 }
 
 // Phases of a run.
@@ -132,6 +143,8 @@ func runClient(a clientArgs) error {
 		})
 	}
 	time.Sleep(a.warmup)
+	sgo0, serr := fetchStats(a.serverStats)
+	cgo0 := readGoStats()
 	cpu0, srv0, all0 := selfCPU(), procCPU(a.serverPID), machineCPU()
 	t0 := time.Now()
 	phase.Store(recording)
@@ -139,7 +152,15 @@ func runClient(a clientArgs) error {
 	phase.Store(stopped)
 	elapsed := time.Since(t0)
 	cpu1, srv1, all1 := selfCPU(), procCPU(a.serverPID), machineCPU()
+	cgo1 := readGoStats()
+	sgo1, serr1 := fetchStats(a.serverStats)
 	wg.Wait()
+	if serr == nil {
+		serr = serr1
+	}
+	if serr != nil {
+		return serr
+	}
 
 	res := result{
 		System: a.system, Callers: a.callers, Size: a.size,
@@ -149,6 +170,11 @@ func runClient(a clientArgs) error {
 		P99:  float64(h.ValueAtQuantile(99)) / 1e3,
 		P999: float64(h.ValueAtQuantile(99.9)) / 1e3,
 	}
+	if exe, err := os.Executable(); err == nil {
+		res.Binary = filepath.Base(exe)
+	}
+	res.ClientGo, _ = perCall(cgo0, cgo1, n)
+	res.ServerGo, res.HaveGo = perCall(sgo0, sgo1, n)
 	if e, ok := firstErr.Load().(string); ok {
 		res.FirstError = e
 	}

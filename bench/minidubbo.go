@@ -1,3 +1,5 @@
+//go:build !benchone || bench_minidubbo
+
 package main
 
 import (

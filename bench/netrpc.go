@@ -1,3 +1,5 @@
+//go:build !benchone || bench_netrpc
+
 package main
 
 import (

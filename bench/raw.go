@@ -1,3 +1,5 @@
+//go:build !benchone || bench_raw
+
 package main
 
 import (

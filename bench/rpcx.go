@@ -1,3 +1,5 @@
+//go:build !benchone || bench_rpcx
+
 package main
 
 import (

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -63,7 +64,9 @@ func lookup(name string) (system, error) {
 }
 
 // runServer serves one system until stdin ends (the parent closing it or
-// exiting).
+// exiting). Its READY line gives the address to dial, the information a
+// client needs ("-" for none) and the address of its stats listener
+// (serveStats), where load clients read its Go runtime figures.
 func runServer(name string) error {
 	s, err := lookup(name)
 	if err != nil {
@@ -73,6 +76,12 @@ func runServer(name string) error {
 	if err != nil {
 		return err
 	}
+	sl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer sl.Close()
+	go serveStats(sl)
 	addr, info, err := s.serve(ln)
 	if err != nil {
 		return err
@@ -80,20 +89,33 @@ func runServer(name string) error {
 	if info == "" {
 		info = "-"
 	}
-	fmt.Printf("READY %s %s\n", addr, info)
+	fmt.Printf("READY %s %s %s\n", addr, info, sl.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return nil
 }
 
-// serverProc is a running server process.
-type serverProc struct {
-	name, addr, info string
-	cmd              *exec.Cmd
-	stdin            io.Closer
+// binaryFor is the executable that serves and loads system name: dir's
+// bench-NAME, built to link only that system (go build -tags
+// benchone,bench_NAME), when it exists, else self, which links every
+// system.
+func binaryFor(self, dir, name string) string {
+	p := filepath.Join(dir, "bench-"+name)
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return p
+	}
+	return self
 }
 
-func startServer(self, name string) (*serverProc, error) {
-	cmd := exec.Command(self, "-serve", name)
+// serverProc is a running server process.
+type serverProc struct {
+	name, addr, info, stats string
+	bin                     string // its executable, also the load clients'
+	cmd                     *exec.Cmd
+	stdin                   io.Closer
+}
+
+func startServer(bin, name string) (*serverProc, error) {
+	cmd := exec.Command(bin, "-serve", name)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -106,7 +128,7 @@ func startServer(self, name string) (*serverProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &serverProc{name: name, cmd: cmd, stdin: in}
+	s := &serverProc{name: name, bin: bin, cmd: cmd, stdin: in}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -120,11 +142,11 @@ func startServer(self, name string) (*serverProc, error) {
 	select {
 	case l := <-lines:
 		f := strings.Fields(l)
-		if len(f) != 3 || f[0] != "READY" {
+		if len(f) != 4 || f[0] != "READY" {
 			s.stop()
-			return nil, fmt.Errorf("server %s said %q", name, l)
+			return nil, fmt.Errorf("server %s said %q, want READY ADDR INFO STATS", name, l)
 		}
-		s.addr, s.info = f[1], f[2]
+		s.addr, s.info, s.stats = f[1], f[2], f[3]
 		return s, nil
 	case <-time.After(time.Minute):
 		s.stop()
@@ -169,7 +191,11 @@ func parseRows(s string) ([]row, error) {
 
 // runAll starts every server, runs reps interleaved rounds of every row
 // against every system and prints the table of medians.
-func runAll(systemList, rowList string, reps, conns int, warmup, duration time.Duration) error {
+//
+// Each system's server and load clients run dir's bench-NAME when it
+// exists (a binary linking only that system, see binaryFor), else this
+// binary; oneBinary makes them all run this binary.
+func runAll(systemList, rowList string, reps, conns int, warmup, duration time.Duration, dir string, oneBinary bool) error {
 	if reps < 1 || reps > 20 {
 		return fmt.Errorf("reps %d: want 1..20", reps)
 	}
@@ -179,8 +205,12 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 	}
 	var names []string
 	for n := range strings.SplitSeq(systemList, ",") {
-		if _, err := lookup(n); err != nil {
+		base, variant, _ := strings.Cut(n, "@")
+		if _, err := lookup(base); err != nil {
 			return err
+		}
+		if variant != "" && variant != "all" {
+			return fmt.Errorf("system %q: the only variant is NAME@all (run by the binary linking every system)", n)
 		}
 		names = append(names, n)
 	}
@@ -194,8 +224,22 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 			s.stop()
 		}
 	}()
+	if dir == "" {
+		dir = filepath.Dir(self)
+	}
+	var own, shared []string
 	for _, n := range names {
-		s, err := startServer(self, n)
+		base, variant, _ := strings.Cut(n, "@")
+		bin := self
+		if !oneBinary && variant == "" {
+			bin = binaryFor(self, dir, base)
+		}
+		if bin == self {
+			shared = append(shared, n)
+		} else {
+			own = append(own, n)
+		}
+		s, err := startServer(bin, base)
 		if err != nil {
 			return err
 		}
@@ -209,12 +253,13 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 			for i := range names {
 				// Rotate the order each round so no system always runs first.
 				n := names[(i+rep)%len(names)]
-				res, err := runOne(self, servers[n], r, conns, warmup, duration)
+				res, err := runOne(servers[n], r, conns, warmup, duration)
 				if err != nil {
 					return fmt.Errorf("%s %v: %w", n, r, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %-12s %-10s %9.0f calls/s p50 %6.0f µs p99 %7.0f µs errors %d, other load %.2f CPUs\n",
-					rep+1, r, n, res.QPS, res.P50, res.P99, res.Errors, res.OtherCPU)
+				fmt.Fprintf(os.Stderr, "round %d %-12s %-10s %9.0f calls/s p50 %6.0f µs p99 %7.0f µs errors %d, CPU µs/call %.1f + %.1f, GCs/10k calls %.2f + %.2f, GC CPU µs/call %.2f + %.2f (%s), other load %.2f CPUs\n",
+					rep+1, r, n, res.QPS, res.P50, res.P99, res.Errors, res.ClientCPU, res.ServerCPU,
+					res.ClientGo.GCsPer10k, res.ServerGo.GCsPer10k, res.ClientGo.GCCPU, res.ServerGo.GCCPU, res.Binary, res.OtherCPU)
 				results[key(r, n)] = append(results[key(r, n)], res)
 			}
 		}
@@ -229,8 +274,15 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOMAXPROCS(0),
 		runtime.GOOS, runtime.GOARCH, runtime.Version(), conns, duration, warmup, reps, time.Since(start).Round(time.Second),
 		median(all, other), slices.MaxFunc(all, func(a, b result) int { return cmp.Compare(a.OtherCPU, b.OtherCPU) }).OtherCPU)
-	fmt.Println("| callers @ payload | system | calls/s | × raw (min–max of rounds) | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call | raw's CPU per call ÷ this (min–max) |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	if len(own) > 0 {
+		fmt.Printf("Servers and load clients of %s: each system's own binary, linking no other system.\n", strings.Join(own, ", "))
+	}
+	if len(shared) > 0 {
+		fmt.Printf("Servers and load clients of %s: one binary linking every system (%s).\n", strings.Join(shared, ", "), filepath.Base(self))
+	}
+	fmt.Println()
+	fmt.Println("| callers @ payload | system | calls/s | × raw (min–max of rounds) | p50 µs | p99 µs | p99.9 µs | failed calls | client CPU µs/call | server CPU µs/call | GCs per 10k calls, client / server | GC CPU µs/call, client / server | raw's CPU per call ÷ this (min–max) |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		raw := results[key(r, "raw")]
 		for _, n := range names {
@@ -246,7 +298,8 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 				failed += x.Errors
 				calls += x.Calls
 			}
-			fmt.Printf("| %s | %s | %s | %s | %.0f | %.0f | %.0f | %d of %d | %.1f | %.1f | %s |\n",
+			gc := func(f func(x result) float64) float64 { return median(rs, f) }
+			fmt.Printf("| %s | %s | %s | %s | %.0f | %.0f | %.0f | %d of %d | %.1f | %.1f | %s / %s | %s / %s | %s |\n",
 				r, n, thousands(q), ratio,
 				median(rs, func(x result) float64 { return x.P50 }),
 				median(rs, func(x result) float64 { return x.P99 }),
@@ -254,6 +307,10 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 				failed, calls+failed,
 				median(rs, func(x result) float64 { return x.ClientCPU }),
 				median(rs, func(x result) float64 { return x.ServerCPU }),
+				gcCell(gc(func(x result) float64 { return x.ClientGo.GCsPer10k }), true),
+				gcCell(gc(func(x result) float64 { return x.ServerGo.GCsPer10k }), haveGo(rs)),
+				gcCell(gc(func(x result) float64 { return x.ClientGo.GCCPU }), true),
+				gcCell(gc(func(x result) float64 { return x.ServerGo.GCCPU }), haveGo(rs)),
 				cpuRatio)
 		}
 	}
@@ -271,10 +328,11 @@ func runAll(systemList, rowList string, reps, conns int, warmup, duration time.D
 	return nil
 }
 
-func runOne(self string, s *serverProc, r row, conns int, warmup, duration time.Duration) (result, error) {
+func runOne(s *serverProc, r row, conns int, warmup, duration time.Duration) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), warmup+duration+time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, "-client", s.name, "-addr", s.addr, "-info", s.info,
+	cmd := exec.CommandContext(ctx, s.bin, "-client", s.name, "-addr", s.addr, "-info", s.info,
+		"-server-stats", s.stats,
 		"-server-pid", strconv.Itoa(s.cmd.Process.Pid), "-callers", strconv.Itoa(r.callers),
 		"-size", strconv.Itoa(r.size), "-conns", strconv.Itoa(conns),
 		"-warmup", warmup.String(), "-duration", duration.String())
@@ -291,6 +349,29 @@ func runOne(self string, s *serverProc, r row, conns int, warmup, duration time.
 		return res, errors.New("no call succeeded: " + res.FirstError)
 	}
 	return res, nil
+}
+
+// gcCell formats a median Go runtime figure, "?" when it was not measured.
+func gcCell(v float64, ok bool) string {
+	switch {
+	case !ok:
+		return "?"
+	case v == 0:
+		return "0"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// haveGo says whether every run of rs read the server's Go runtime figures.
+func haveGo(rs []result) bool {
+	for _, x := range rs {
+		if !x.HaveGo {
+			return false
+		}
+	}
+	return len(rs) > 0
 }
 
 // ratioCell is a system's share of the raw baseline by share (qpsShare or

@@ -1,7 +1,7 @@
 #!/bin/bash
 # ab.sh BIN_A BIN_B SYSTEM CALLERS SIZE [RUNS] [SECONDS]
 # Interleaved A/B of two bench binaries (built from two commits with
-# go -C bench build -mod=mod -o BIN .): RUNS pairs of prof.sh runs (A, B,
+# bench/scripts/build.sh DIR REF; pass DIR/bench-SYSTEM): RUNS pairs of prof.sh runs (A, B,
 # A, B, ...; B first in odd pairs), then the medians per call of each side:
 # perf task-clock, getrusage CPU, syscalls, futex, context switches, calls/s
 # and p50. Run directories go to ${ABDIR:-/tmp/ab}/{a,b}N.
@@ -42,12 +42,17 @@ for w in "ab":
             "srv futex": s.get("syscalls:sys_enter_futex", 0), "cli futex": c.get("syscalls:sys_enter_futex", 0),
             "srv ctx switches": s.get("context-switches", 0), "cli ctx switches": c.get("context-switches", 0),
             "other load (CPUs)": r["other_cpus"]})
+        for side, k in (("srv", "server_go"), ("cli", "client_go")):
+            g = r.get(k)
+            if g and (k == "client_go" or r.get("have_server_go")):
+                rows[w][-1].update({f"{side} GCs per 10k calls": g["gcs_per_10k_calls"], f"{side} GC CPU µs": g["gc_cpu_us_per_call"],
+                    f"{side} allocs": g["allocs_per_call"], f"{side} B allocated": g["alloc_bytes_per_call"], f"{side} live heap MiB": g["live_heap_mib"]})
 print(f"A = {A}, B = {Bb}: {sys.argv[0] and ''}{len(rows['a'])}+{len(rows['b'])} interleaved runs of {dur:.0f} s; medians (min–max)")
 print("| per call | A | B | B − A |")
 print("|---|---:|---:|---:|")
 for k in rows["a"][0] if rows["a"] else []:
-    va = [x[k] for x in rows["a"]]; vb = [x[k] for x in rows["b"]]
-    if not vb: continue
+    va = [x[k] for x in rows["a"] if k in x]; vb = [x[k] for x in rows["b"] if k in x]
+    if not va or not vb: continue
     ma, mb = statistics.median(va), statistics.median(vb)
     f = (lambda x: f"{x:,.0f}") if k in ("calls/s", "p50 µs", "errors") else (lambda x: f"{x:.2f}" if x < 10 else f"{x:.1f}")
     print(f"| {k} | {f(ma)} ({f(min(va))}–{f(max(va))}) | {f(mb)} ({f(min(vb))}–{f(max(vb))}) | {mb - ma:+.2f} ({(mb - ma) / ma * 100 if ma else 0:+.0f} %) |")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # prof.sh SYSTEM CALLERS SIZE OUTDIR [SECONDS]
 # One load run of SYSTEM (a server process and a client process of the bench
-# binary $B, built with: go -C bench build -mod=mod -o /tmp/pa/bench .), with a
+# binary $B: see below; bench/scripts/build.sh /tmp/pa builds them), with a
 # CPU profile of each (OUTDIR/srv.prof, OUTDIR/cli.prof) and perf stat on each
 # over the recorded window, printed per call: task-clock (µs), page faults,
 # context switches, syscalls by kind. EXTRA adds perf events (e.g. uprobes made
@@ -9,15 +9,16 @@
 # and python3.
 set -u
 sys=$1; callers=$2; size=$3; out=$4; dur=${5:-5}
-B=${B:-/tmp/pa/bench}
+# B: the bench binary; default $BDIR/bench-SYSTEM (links that system alone; bench/scripts/build.sh BDIR), else $BDIR/bench
+BDIR=${BDIR:-/tmp/pa}; B=${B:-$BDIR/bench-$sys}; [ -x "$B" ] || B=$BDIR/bench
 mkdir -p $out; rm -f $out/in; mkfifo $out/in
 $B -serve $sys ${SRVFLAGS:-} -cpuprofile $out/srv.prof < $out/in > $out/srv.out 2>$out/srv.err &
 spid=$!
 exec 3>$out/in
 for i in $(seq 100); do grep -q READY $out/srv.out 2>/dev/null && break; sleep 0.1; done
-read _ addr info < $out/srv.out
+read _ addr info stats < $out/srv.out
 EV=task-clock,page-faults,context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_read,syscalls:sys_enter_nanosleep,syscalls:sys_enter_sched_yield,syscalls:sys_enter_tgkill,syscalls:sys_enter_madvise,syscalls:sys_enter_getrusage${EXTRA:+,$EXTRA}
-$B -client $sys -addr $addr -info "$info" -server-pid $spid -callers $callers -size $size -warmup 1s -duration ${dur}s ${CLIFLAGS:-} -cpuprofile $out/cli.prof > $out/cli.json 2>$out/cli.err &
+$B -client $sys -addr $addr -info "$info" -server-pid $spid ${stats:+-server-stats $stats} -callers $callers -size $size -warmup 1s -duration ${dur}s ${CLIFLAGS:-} -cpuprofile $out/cli.prof > $out/cli.json 2>$out/cli.err &
 cpid=$!
 sleep 1.3
 perf stat -x, -e $EV -p $spid -- sleep $((dur-1)) 2> $out/srv.stat &
@@ -32,7 +33,11 @@ import json,sys
 out,win=sys.argv[1],float(sys.argv[2])
 r=json.load(open(out+"/cli.json"))
 calls=r["qps"]*win
-print(f'{r["system"]} callers {r["callers"]} size {r["size"]}: {r["qps"]:.0f}/s p50 {r["p50_us"]:.0f} cli {r["client_cpu_us_per_call"]:.1f} srv {r["server_cpu_us_per_call"]:.1f} µs/call errs {r["errors"]}')
+print(f'{r["system"]} callers {r["callers"]} size {r["size"]} ({r.get("binary","?")}): {r["qps"]:.0f}/s p50 {r["p50_us"]:.0f} cli {r["client_cpu_us_per_call"]:.1f} srv {r["server_cpu_us_per_call"]:.1f} µs/call errs {r["errors"]}, other load {r["other_cpus"]:.2f}')
+for side, k in (("srv", "server_go"), ("cli", "client_go")):
+    g = r.get(k)
+    if g and (k == "client_go" or r.get("have_server_go")):
+        print(f'  {side} Go: GCs/10k calls {g["gcs_per_10k_calls"]:.2f}, GC CPU {g["gc_cpu_us_per_call"]:.2f} µs/call, {g["allocs_per_call"]:.2f} allocs {g["alloc_bytes_per_call"]:.0f} B/call, live heap {g["live_heap_mib"]:.1f} MiB')
 for side in ("srv","cli"):
     d={}
     for l in open(f"{out}/{side}.stat"):

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"runtime/metrics"
+	"time"
+)
+
+// goStats is what the Go runtime says of its own process: garbage
+// collections, the CPU time the runtime estimates it spent collecting, and
+// heap allocations. A load client reads its own at the edges of the
+// recorded window and asks the server for the server's (serveStats), so
+// both sides' figures per call cover the same window.
+type goStats struct {
+	GCs         uint64  `json:"gcs"`
+	GCSeconds   float64 `json:"gc_cpu_seconds"`
+	AllocBytes  uint64  `json:"alloc_bytes"`
+	AllocObjs   uint64  `json:"alloc_objects"`
+	LiveHeap    uint64  `json:"live_heap_bytes"`
+	HeapGoal    uint64  `json:"heap_goal_bytes"`
+	Initialized bool    `json:"ok"`
+}
+
+var goStatNames = []string{
+	"/gc/cycles/total:gc-cycles",
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/gc/heap/allocs:bytes",
+	"/gc/heap/allocs:objects",
+	"/gc/heap/live:bytes",
+	"/gc/heap/goal:bytes",
+}
+
+func readGoStats() goStats {
+	s := make([]metrics.Sample, len(goStatNames))
+	for i, n := range goStatNames {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	u := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	var gcs float64
+	if s[1].Value.Kind() == metrics.KindFloat64 {
+		gcs = s[1].Value.Float64()
+	}
+	return goStats{GCs: u(0), GCSeconds: gcs, AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5), Initialized: true}
+}
+
+// sideStats is one process's Go runtime figures over the recorded window,
+// per recorded call.
+type sideStats struct {
+	GCsPer10k   float64 `json:"gcs_per_10k_calls"`
+	GCCPU       float64 `json:"gc_cpu_us_per_call"`
+	AllocBytes  float64 `json:"alloc_bytes_per_call"`
+	AllocObjs   float64 `json:"allocs_per_call"`
+	LiveHeapMiB float64 `json:"live_heap_mib"` // at the window's end
+}
+
+// perCall turns two readings of one process into figures per call; ok is
+// false when either reading is missing.
+func perCall(a, b goStats, calls int64) (sideStats, bool) {
+	if !a.Initialized || !b.Initialized || calls <= 0 || b.GCs < a.GCs {
+		return sideStats{}, false
+	}
+	n := float64(calls)
+	return sideStats{
+		GCsPer10k:   float64(b.GCs-a.GCs) / n * 1e4,
+		GCCPU:       (b.GCSeconds - a.GCSeconds) * 1e6 / n,
+		AllocBytes:  float64(b.AllocBytes-a.AllocBytes) / n,
+		AllocObjs:   float64(b.AllocObjs-a.AllocObjs) / n,
+		LiveHeapMiB: float64(b.LiveHeap) / (1 << 20),
+	}, true
+}
+
+// serveStats answers every connection to ln with one JSON line of this
+// process's goStats; the server's load clients read it at the edges of
+// their recorded windows.
+func serveStats(ln net.Listener) {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = json.NewEncoder(nc).Encode(readGoStats())
+		nc.Close()
+	}
+}
+
+// fetchStats reads a server's goStats from its stats address; a zero
+// goStats (not Initialized) when addr is empty or "-".
+func fetchStats(addr string) (goStats, error) {
+	if addr == "" || addr == "-" {
+		return goStats{}, nil
+	}
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return goStats{}, err
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	var s goStats
+	line, err := bufio.NewReader(nc).ReadBytes('\n')
+	if err != nil {
+		return goStats{}, fmt.Errorf("server stats from %s: %w", addr, err)
+	}
+	if err := json.Unmarshal(line, &s); err != nil {
+		return goStats{}, fmt.Errorf("server stats from %s: %w", addr, err)
+	}
+	return s, nil
+}
