@@ -71,6 +71,7 @@ type Handler interface {
 // writer is busy are written together, in few syscalls.
 type Conn struct {
 	nc   net.Conn
+	rd   io.Reader // what the read loop reads nc with (newReader)
 	h    Handler
 	opts *Options
 
@@ -132,6 +133,7 @@ func newConn(nc net.Conn, h Handler, o *Options) *Conn {
 		c.vectored = true
 		c.direct = newDirectWrite(nc)
 	}
+	c.rd = newReader(nc)
 	c.lastRead.Store(monoNow())
 	c.wg.Add(1) // the reading role: see readOn
 	go c.readLoop()
@@ -660,13 +662,13 @@ func (c *Conn) read() error {
 					return err
 				}
 			}
-			if _, err := io.ReadFull(c.nc, hdr[:1]); err != nil {
+			if _, err := io.ReadFull(c.rd, hdr[:1]); err != nil {
 				return err
 			}
 			if err := c.frameStarted(); err != nil {
 				return err
 			}
-			rs.br = getReader(c.nc, c.opts.ReadBufferSize)
+			rs.br = getReader(c.rd, c.opts.ReadBufferSize)
 			if _, err := io.ReadFull(rs.br, hdr[1:]); err != nil {
 				return c.readErr(err)
 			}
@@ -698,7 +700,7 @@ func (c *Conn) read() error {
 		// readStep bytes before they arrive.
 		f := getReadBuffer(HeaderSize + min(n, readStep))
 		f.B = append(f.B, hdr...)
-		if err := readBody(rs.br, c.nc, f, n); err != nil {
+		if err := readBody(rs.br, c.rd, f, n); err != nil {
 			f.Release()
 			return c.readErr(err)
 		}
@@ -957,10 +959,10 @@ func (w *vectorWriter) add(f *Buffer) {
 func (w *vectorWriter) part(p []byte) { w.iov = append(w.iov, p) }
 
 // write writes and releases the frames held; it returns their byte count.
-func (w *vectorWriter) write(nc net.Conn) (int, error) {
+func (w *vectorWriter) write(nc net.Conn, d *directWrite) (int, error) {
 	raceReleaseIO()
 	w.out = w.iov
-	_, err := w.out.WriteTo(nc)
+	err := writeBuffers(d, nc, &w.out)
 	w.out = nil
 	n := w.bytes
 	w.drop()
@@ -1008,7 +1010,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 				runtime.Gosched()
 				continue
 			}
-			n, err := w.write(c.nc)
+			n, err := w.write(c.nc, c.direct)
 			c.writerWrites.Add(1)
 			c.dequeued(n)
 			if err != nil {
@@ -1021,7 +1023,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			w.add(f)
 			q[i] = nil
 			if len(w.iov) >= maxVectorParts || w.bytes >= maxVectorBytes {
-				n, err := w.write(c.nc)
+				n, err := w.write(c.nc, c.direct)
 				c.writerWrites.Add(1)
 				c.dequeued(n)
 				if err != nil {

@@ -20,6 +20,12 @@ type directWrite struct {
 
 	fnv func(fd uintptr) bool // writev's (Linux)
 	iov []syscall.Iovec
+
+	// The writer goroutine's writes of whole batches (writeBuffers, Linux).
+	all    [][]byte
+	allIov []syscall.Iovec
+	allErr syscall.Errno
+	allFn  func(fd uintptr) bool
 }
 
 func newDirectWrite(nc net.Conn) *directWrite {
@@ -34,12 +40,13 @@ func newDirectWrite(nc net.Conn) *directWrite {
 	d := &directWrite{raw: raw}
 	d.fn = d.once
 	d.fnv = d.vfn()
+	d.allFn = d.afn()
 	return d
 }
 
 func (d *directWrite) once(fd uintptr) bool {
 	for {
-		n, err := syscall.Write(int(fd), d.b)
+		n, err := writeFD(fd, d.b)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}

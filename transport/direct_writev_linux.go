@@ -1,9 +1,6 @@
 package transport
 
-import (
-	"syscall"
-	"unsafe"
-)
+import "syscall"
 
 // maxIov bounds the buffers of one writev (the kernel's IOV_MAX).
 const maxIov = 1024
@@ -43,11 +40,11 @@ func (d *directWrite) writev(frames []*Buffer) (int, error) {
 
 func (d *directWrite) oncev(fd uintptr) bool {
 	for {
-		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.iov[0])), uintptr(len(d.iov)))
+		r, e := rawWritev(fd, d.iov)
 		if e == syscall.EINTR {
 			continue
 		}
-		d.n, d.err = int(r), nil
+		d.n, d.err = r, nil
 		if e != 0 {
 			d.n, d.err = 0, e
 		}
@@ -56,3 +53,5 @@ func (d *directWrite) oncev(fd uintptr) bool {
 }
 
 func (d *directWrite) vfn() func(uintptr) bool { return d.oncev }
+
+func (d *directWrite) afn() func(uintptr) bool { return d.writeAll }

@@ -19,3 +19,5 @@ func (d *directWrite) writev(frames []*Buffer) (int, error) {
 }
 
 func (d *directWrite) vfn() func(uintptr) bool { return nil }
+
+func (d *directWrite) afn() func(uintptr) bool { return nil }

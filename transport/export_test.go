@@ -1,4 +1,18 @@
 package transport
 
+import (
+	"io"
+	"net"
+)
+
 // WriterWrites returns how many writes c's writer goroutine made.
 func WriterWrites(c *Conn) uint64 { return c.writerWrites.Load() }
+
+// WriteAll writes bufs to nc as c's writer goroutine writes a batch.
+func WriteAll(nc net.Conn, bufs [][]byte) error {
+	b := net.Buffers(bufs)
+	return writeBuffers(newDirectWrite(nc), nc, &b)
+}
+
+// NewSocketReader returns what a Conn's read loop would read nc with.
+func NewSocketReader(nc net.Conn) io.Reader { return newReader(nc) }

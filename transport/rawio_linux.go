@@ -1,0 +1,184 @@
+//go:build linux
+
+package transport
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// rawReader reads a socket through its RawConn with a raw read(2): the
+// socket is non-blocking (Go's poller waits for it), so the read never
+// blocks, and it is made without the runtime's syscall bookkeeping
+// (entersyscall), which wakes the runtime's sysmon thread whenever that
+// thread sleeps because every P was idle: on a connection with one call at
+// a time that was a futex wake-up of another thread, on the call's path,
+// for nearly every request (and sysmon's polling after it).
+type rawReader struct {
+	raw syscall.RawConn
+	nc  net.Conn
+	fn  func(fd uintptr) bool
+	p   []byte
+	n   int
+	err syscall.Errno
+}
+
+// newReader returns what the read loop reads nc with.
+func newReader(nc net.Conn) io.Reader {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nc
+	}
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return nc
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nc
+	}
+	r := &rawReader{raw: raw, nc: nc}
+	r.fn = r.once
+	return r
+}
+
+func (r *rawReader) once(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		switch e {
+		case 0:
+			r.n = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for more
+		}
+		r.n, r.err = 0, e
+		return true
+	}
+}
+
+// Read reads what the socket has, waiting for something as net.Conn's
+// Read does (deadlines included).
+func (r *rawReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p = p
+	err := r.raw.Read(r.fn)
+	n, e := r.n, r.err
+	r.p, r.n, r.err = nil, 0, 0
+	if err != nil {
+		return 0, err
+	}
+	if e != 0 {
+		return 0, &net.OpError{Op: "read", Net: r.nc.LocalAddr().Network(), Source: r.nc.LocalAddr(),
+			Addr: r.nc.RemoteAddr(), Err: os.NewSyscallError("read", e)}
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// rawWrite is write(2) without the runtime's syscall bookkeeping (see
+// rawReader): the socket is non-blocking.
+func rawWrite(fd uintptr, b []byte) (int, syscall.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	return int(n), e
+}
+
+// rawWritev is writev(2) likewise.
+func rawWritev(fd uintptr, iov []syscall.Iovec) (int, syscall.Errno) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	return int(n), e
+}
+
+// writeFD is the direct write's write(2).
+func writeFD(fd uintptr, b []byte) (int, error) {
+	n, e := rawWrite(fd, b)
+	if e != 0 {
+		return 0, e
+	}
+	return n, nil
+}
+
+// writeBuffers writes all of bufs (consuming them), waiting for room in
+// the socket as net.Buffers' WriteTo does, with raw writev calls. Only the
+// connection's writer goroutine uses it (d.all*).
+func writeBuffers(d *directWrite, nc net.Conn, bufs *net.Buffers) error {
+	if d == nil {
+		_, err := bufs.WriteTo(nc)
+		return err
+	}
+	d.all = *bufs
+	err := d.raw.Write(d.allFn)
+	werr := d.allErr
+	d.all, d.allErr = nil, 0
+	*bufs = nil
+	if err != nil {
+		return err
+	}
+	if werr != 0 {
+		return &net.OpError{Op: "write", Net: nc.LocalAddr().Network(), Source: nc.LocalAddr(),
+			Addr: nc.RemoteAddr(), Err: os.NewSyscallError("writev", werr)}
+	}
+	return nil
+}
+
+func (d *directWrite) writeAll(fd uintptr) bool {
+	for len(d.all) > 0 {
+		iov := d.allIov[:0]
+		for _, b := range d.all {
+			if len(iov) == maxIov {
+				break
+			}
+			if len(b) == 0 {
+				continue
+			}
+			v := syscall.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iov = append(iov, v)
+		}
+		d.allIov = iov
+		if len(iov) == 0 {
+			d.all = nil
+			break
+		}
+		n, e := rawWritev(fd, iov)
+		clear(iov)
+		switch e {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for room
+		default:
+			d.allErr = e
+			return true
+		}
+		// Consume n bytes.
+		for n > 0 && len(d.all) > 0 {
+			if l := len(d.all[0]); l <= n {
+				n -= l
+				d.all[0] = nil
+				d.all = d.all[1:]
+			} else {
+				d.all[0] = d.all[0][n:]
+				n = 0
+			}
+		}
+		for len(d.all) > 0 && len(d.all[0]) == 0 {
+			d.all = d.all[1:]
+		}
+	}
+	return true
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package transport
+
+import (
+	"io"
+	"net"
+)
+
+// newReader returns what the read loop reads nc with.
+func newReader(nc net.Conn) io.Reader { return nc }
+
+// writeBuffers writes all of bufs (consuming them).
+func writeBuffers(_ *directWrite, nc net.Conn, bufs *net.Buffers) error {
+	_, err := bufs.WriteTo(nc)
+	return err
+}
