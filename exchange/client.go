@@ -37,9 +37,13 @@ type Client struct {
 	timed   deadlines
 	expiry  *time.Timer
 	armedAt int64 // when expiry fires (clock), 0 when it is not armed
+	// answered counts the calls answered since a request last went out
+	// (see prepare).
+	answered int
 
 	readOnly atomic.Bool
 	late     atomic.Uint64
+	inline   atomic.Uint64 // requests their callers wrote (tests, benchmarks)
 	wg       sync.WaitGroup
 }
 
@@ -321,6 +325,18 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 	}
 	c.pending[id] = cl
 	cl.id = id
+	// alone: no other call of this client waits for its response, and
+	// at most one response (the previous call's, a lone caller's own)
+	// arrived since the last request went out: one caller uses the
+	// connection, and no other request is about to be written with this
+	// one. The caller then writes its own, without a hand-off to the
+	// connection's writer (transport's WriteNow, which leaves it to the
+	// writer when anything is being written or queued). Otherwise the
+	// writer sends the requests that come together with one writev: with
+	// calls in flight, and also when the responses of several callers
+	// arrived together, as they come back together.
+	alone := len(c.pending) == 1 && c.answered <= 1
+	c.answered = 0
 	if !deadline.IsZero() {
 		c.timed.push(cl)
 		if c.armedAt == 0 || cl.deadline < c.armedAt {
@@ -331,7 +347,19 @@ func (c *Client) prepare(ctx context.Context, deadline time.Time, d time.Duratio
 	if testHookRegistered != nil {
 		testHookRegistered(c)
 	}
-	if err := c.conn.SendWait(ctx, deadline, f); err != nil {
+	var err error
+	taken := false
+	if alone {
+		taken, err = c.conn.WriteNow(f)
+		if taken {
+			c.inline.Add(1)
+		}
+	}
+	if !taken {
+		err = c.conn.SendWait(ctx, deadline, f)
+	}
+	if err != nil {
+		// Not sent: a WriteNow that failed wrote nothing.
 		switch {
 		case ctx.Err() != nil:
 			err = ctxError(ctx, ctxLeft(ctx, d, fromCtx))
@@ -589,6 +617,7 @@ func (c *Client) complete(id uint64, f *transport.Buffer) {
 	if cl != nil {
 		delete(c.pending, id)
 		c.timed.drop(cl)
+		c.answered++
 	}
 	c.mu.Unlock()
 	if cl == nil {

@@ -63,3 +63,7 @@ func AbortWhenRegistered(t testing.TB, err error) {
 	}
 	t.Cleanup(func() { testHookRegistered = nil })
 }
+
+// Inline returns how many requests their callers wrote themselves, without
+// the connection's writer goroutine.
+func (c *Client) Inline() uint64 { return c.inline.Load() }

@@ -99,8 +99,10 @@ type Conn struct {
 
 	lastRead atomic.Int64
 
-	// writerWrites counts the writes the writer goroutine made (tests).
+	// writerWrites counts the writes the writer goroutine made, and
+	// directWrites those of WriteNow (tests).
 	writerWrites atomic.Uint64
+	directWrites atomic.Uint64
 
 	rs       readState     // the reading role's
 	epoch    atomic.Uint64 // counts Detach calls
@@ -379,33 +381,53 @@ func unwritten(q []*Buffer, n int) []*Buffer {
 // so that the writer sends many with one call. A frame with spliced bytes
 // is always queued.
 func (c *Conn) SendNow(f *Buffer) error {
+	if taken, err := c.WriteNow(f); taken {
+		return err
+	}
+	return c.Send(f)
+}
+
+// WriteNow is SendNow for a caller that queues its frames its own way
+// when they cannot be written at once (SendWait, say): when nothing is
+// being written or waits in the queue, and the connection is plain TCP
+// and f has no spliced bytes, it takes ownership of f and writes it from
+// the calling goroutine with one write that does not wait for the socket
+// (what the socket does not take is queued for the writer, ahead of
+// anything queued meanwhile), and reports true, with the error that
+// closed the connection if the write failed. Otherwise it reports false
+// and f stays the caller's. It never waits for the socket or for another
+// writer, so it never blocks the caller on a peer that does not read.
+func (c *Conn) WriteNow(f *Buffer) (bool, error) {
 	if c.direct == nil || f.Spliced() {
-		return c.Send(f)
+		return false, nil
 	}
 	c.mu.Lock()
 	if c.err != nil || c.writing || len(c.queue) > 0 {
 		c.mu.Unlock()
-		return c.Send(f)
+		return false, nil
 	}
 	c.writing = true
 	c.mu.Unlock()
 	raceReleaseIO()
 	n, err := c.direct.write(f.B)
+	c.directWrites.Add(1)
 	if err != nil {
 		f.Release()
 		c.mu.Lock()
 		c.writing = false
 		c.mu.Unlock()
 		c.shutdown(err, false)
-		return err
+		return true, c.Err()
 	}
 	var rest *Buffer
 	if n < len(f.B) {
-		// The socket is full: the writer sends the rest, first.
-		rest = GetBuffer()
-		rest.B = append(rest.B, f.B[n:]...)
+		// The socket is full: the writer sends the rest, first. The
+		// frame is cut to it, not copied (a large frame is mostly rest).
+		f.B = f.B[n:]
+		rest = f
+	} else {
+		f.Release()
 	}
-	f.Release()
 	c.mu.Lock()
 	c.writing = false
 	if rest != nil {
@@ -417,12 +439,9 @@ func (c *Conn) SendNow(f *Buffer) error {
 	wake := len(c.queue) > 0
 	c.mu.Unlock()
 	if wake {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.Kick()
 	}
-	return nil
+	return true, nil
 }
 
 // SendWait is Send for callers that may wait: when the queue is over
@@ -854,6 +873,11 @@ func (c *Conn) writeLoop() {
 		}
 		if vw != nil {
 			if err := c.writeVectored(vw, &batch); err != nil {
+				// It left c.writing set: a graceful close's
+				// awaitDirect would wait a second for it.
+				c.mu.Lock()
+				c.writing = false
+				c.mu.Unlock()
 				vw.drop()
 				c.shutdown(err, false)
 			}

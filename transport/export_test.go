@@ -16,3 +16,6 @@ func WriteAll(nc net.Conn, bufs [][]byte) error {
 
 // NewSocketReader returns what a Conn's read loop would read nc with.
 func NewSocketReader(nc net.Conn) io.Reader { return newReader(nc) }
+
+// DirectWrites returns how many writes WriteNow (and SendNow) made on c.
+func DirectWrites(c *Conn) uint64 { return c.directWrites.Load() }
