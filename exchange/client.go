@@ -57,6 +57,10 @@ type call struct {
 	async   bool
 	stopCtx func() bool
 
+	// loan is what a synchronous call's spliced request bytes are lent
+	// under (transport.Buffer.Lend): settled before the call returns.
+	loan transport.Loan
+
 	// A call with a deadline: its place in Client.timed (-1
 	// when not there), the deadline (clock) and, for its timeout error,
 	// how long it was given and whether by the context.
@@ -442,6 +446,14 @@ func (c *Client) expire() {
 //
 // It returns the response frame, which the caller must Release; Body gives
 // its body. A non-OK status is returned as a *status.Error.
+//
+// f may have spliced bytes (transport.Buffer.Splice), the caller's own
+// memory, written without a copy: they are the caller's again when Call
+// returns, however it ends (a timeout or a cancelled context too, with
+// the request still queued or being written). The connection never reads
+// them after that: a request still queued is withdrawn whole (never
+// sent), and a writer that would wait for the network with some of them
+// unwritten copies those first.
 func (c *Client) Call(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) (*transport.Buffer, error) {
 	return c.CallAt(ctx, time.Time{}, timeout, ser, f)
 }
@@ -456,6 +468,11 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 		return nil, timeoutError(d, fromCtx)
 	}
 	cl := calls.Get().(*call)
+	if f.Spliced() {
+		// The caller's bytes: the connection gives them back (Settle
+		// below) before the call returns, however it ends.
+		f.Lend(&cl.loan)
+	}
 	var dl time.Time
 	if hasDeadline {
 		// The client's expiry timer ends the call at dl (see expire).
@@ -467,6 +484,7 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 	}
 	id, err := c.prepare(ctx, dl, d, fromCtx, cl, ser, f)
 	if err != nil {
+		cl.loan.Settle() // f was released: the loan ended
 		calls.Put(cl)
 		return nil, err
 	}
@@ -483,6 +501,7 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 			}
 		}
 	}
+	cl.loan.Settle() // one atomic load once the request is written
 	resp, err := cl.frame, cl.err
 	cl.frame, cl.err = nil, nil
 	calls.Put(cl)
@@ -553,8 +572,12 @@ var errResultTaken = errors.New("exchange: the future's result was already taken
 
 // Go is Call without the wait: it sends the request and returns a Future
 // that ends like Call would. The deadline runs from now; cancelling ctx
-// ends the call.
+// ends the call. Spliced bytes of f are copied into the frame before Go
+// returns, so the caller may reuse them at once, as after Call.
 func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *transport.Buffer) *Future {
+	// A future may outlive its caller's use of the request's memory:
+	// spliced bytes are copied into the frame before anything is sent.
+	f.Own()
 	cl := &call{done: make(chan struct{}), async: true, slot: -1}
 	fut := &Future{cl: cl}
 	d, hasDeadline, fromCtx := deadline(ctx, timeout)

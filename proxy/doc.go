@@ -26,4 +26,11 @@
 // A business error returned by the provider method reaches the consumer as
 // a *service.Error (errors.As) with Remote set; attachments travel in the
 // context (service.WithAttachment, service.AttachmentsFrom).
+//
+// Arguments: a stub's []byte or string argument of 4 KiB or more is sent
+// from the caller's own memory, not copied; the stub returns only once the
+// connection no longer reads it, however the call ends (timeout, cancel,
+// error), so the caller may reuse it as soon as the stub returns, and must
+// not modify it while the call runs (package service, "Byte slices and
+// ownership").
 package proxy

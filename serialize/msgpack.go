@@ -2,6 +2,7 @@ package serialize
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // NewMsgpack returns the msgpack serializer (github.com/vmihailenco/msgpack/v5),
@@ -90,6 +92,44 @@ func (e *msgpackEncoder) EncodeString(s string) error { return e.e.EncodeString(
 func (e *msgpackEncoder) EncodeBytesHeader(n int) error { return e.e.EncodeBytesLen(n) }
 func (e *msgpackEncoder) EncodeInt(n int64) error       { return e.e.EncodeInt(n) }
 
+// EncodeStringHeader implements StringHeaderEncoder: the str header that
+// msgpack's EncodeString writes (the encoder has no dictionary here).
+func (e *msgpackEncoder) EncodeStringHeader(n int) error {
+	var h [5]byte
+	k := 1
+	switch {
+	case n < 32:
+		h[0] = msgpcode.FixedStrLow | byte(n)
+	case n < 256:
+		h[0], h[1], k = msgpcode.Str8, byte(n), 2
+	case n <= math.MaxUint16:
+		h[0], k = msgpcode.Str16, 3
+		binary.BigEndian.PutUint16(h[1:], uint16(n))
+	case n <= math.MaxUint32:
+		h[0], k = msgpcode.Str32, 5
+		binary.BigEndian.PutUint32(h[1:], uint32(n))
+	default:
+		return fmt.Errorf("msgpack: string of %d bytes", n)
+	}
+	w := e.e.Writer()
+	if bw, ok := w.(io.ByteWriter); ok {
+		// Byte by byte: h passed to Write would escape, an allocation.
+		for _, c := range h[:k] {
+			if err := bw.WriteByte(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return writeHeader(w, h, k)
+}
+
+// writeHeader writes h[:k] to w (h escapes here, not in the caller).
+func writeHeader(w io.Writer, h [5]byte, k int) error {
+	_, err := w.Write(h[:k])
+	return err
+}
+
 func (e *msgpackEncoder) EncodeMap(m map[string]string) error {
 	if err := e.e.EncodeMapLen(len(m)); err != nil {
 		return err
@@ -111,9 +151,10 @@ func (e *msgpackEncoder) Release() {
 }
 
 var (
-	_ InterningDecoder   = (*msgpackDecoder)(nil)
-	_ BytesDecoder       = (*msgpackDecoder)(nil)
-	_ BytesHeaderEncoder = (*msgpackEncoder)(nil)
+	_ InterningDecoder    = (*msgpackDecoder)(nil)
+	_ BytesDecoder        = (*msgpackDecoder)(nil)
+	_ BytesHeaderEncoder  = (*msgpackEncoder)(nil)
+	_ StringHeaderEncoder = (*msgpackEncoder)(nil)
 )
 
 var msgpackDecoders = sync.Pool{New: func() any {

@@ -143,6 +143,14 @@ type BytesHeaderEncoder interface {
 	EncodeBytesHeader(n int) error
 }
 
+// StringHeaderEncoder is BytesHeaderEncoder for strings (msgpack's): the
+// caller writes the string's n bytes themselves right after the header.
+type StringHeaderEncoder interface {
+	// EncodeStringHeader writes the header of a string of n bytes
+	// (n >= 0), as Encode of such a string writes it.
+	EncodeStringHeader(n int) error
+}
+
 // Table maps names and ids to serializers. It is safe for concurrent use.
 type Table struct {
 	mu     sync.RWMutex

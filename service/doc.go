@@ -10,5 +10,17 @@
 // (protocol/dubbo writes it to the network without copying it), so the
 // method must not modify it afterwards; keeping it to read is fine.
 //
+// A consumer's []byte or string argument of 4 KiB or more is written to the
+// network from the caller's own memory (protocol/dubbo does not copy it
+// into the request), so nothing may modify it while the call runs; it is
+// the caller's again as soon as the call returns, however the call ends. A
+// call that returns early (its timeout, its context cancelled, the
+// connection lost, an error reply) first takes its request back: one
+// still queued is withdrawn whole, never sent, and a connection that
+// cannot write the rest at once copies it before it waits for the
+// network. So the caller may reuse or overwrite the argument right after
+// the call returns. (Synchronous calls; exchange.Client.Go, the futures'
+// primitive, copies such bytes before it returns.)
+//
 // It imports no other minidubbo package; every layer may import it.
 package service

@@ -3,6 +3,7 @@ package transport
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -21,6 +22,11 @@ type Buffer struct {
 
 	parts   []part // spliced slices, in order
 	spliced int    // their total length
+
+	// loan, when set, is what the spliced bytes are borrowed under
+	// (Lend), in its generation gen.
+	loan *Loan
+	gen  uint64
 }
 
 // part is a slice spliced into a frame after B[:at].
@@ -57,10 +63,9 @@ func getReadBuffer(n int) *Buffer {
 // Release returns b to the pool; b must not be used after. An array over
 // maxPooled bytes is left to the garbage collector.
 func (b *Buffer) Release() {
+	b.endLoan()
 	if b.parts != nil {
-		clear(b.parts)
-		b.parts = b.parts[:0]
-		b.spliced = 0
+		b.dropParts()
 	}
 	if cap(b.B) > maxPooled {
 		b.B = nil
@@ -153,4 +158,155 @@ func makeNoZero(n int) []byte {
 	sb.WriteByte(0)
 	s := sb.String()
 	return unsafe.Slice(unsafe.StringData(s), n)[:0:n]
+}
+
+// A Loan lets the sender of a frame with spliced bytes (Buffer.Splice)
+// take them back before the frame is written: a caller that must be able
+// to reuse its memory as soon as its call returns (early too: a timeout,
+// a cancelled context, a lost connection) lends the bytes under a Loan
+// (Buffer.Lend) and calls Settle before it returns. After Settle the
+// connection never reads the borrowed bytes again: the frame was
+// written, or dropped, or it is withdrawn (never written, not a byte of
+// it), or the connection copied what it had not written yet into its own
+// memory. The writer never waits on the network while it holds borrowed
+// bytes (it copies the rest instead), so Settle waits at most for one
+// write that does not wait for the socket.
+//
+// A Loan may be reused for another frame once Settle has returned; the
+// zero value is ready. It must not be copied after first use.
+type Loan struct {
+	// state is gen<<2 | phase. gen counts the frames lent under the
+	// Loan, so a frame of an earlier generation (withdrawn, still in a
+	// queue) never changes a later one's phase.
+	state atomic.Uint64
+	wait  chan struct{} // made by Settle when it must wait; 1 slot
+}
+
+// Phases of a Loan's frame.
+const (
+	loanDone    = 0 // written, dropped or withdrawn: nothing borrowed
+	loanQueued  = 1 // lent; the connection has not taken it
+	loanTaken   = 2 // a writer reads the borrowed bytes
+	loanWaiting = 3 // taken, and Settle waits for the end
+	loanPhase   = 3
+)
+
+// Lend marks b's spliced bytes as borrowed under l until l's Settle (or
+// b's Release): see Loan. l must be settled (or new). Only a frame with
+// spliced bytes needs it; a frame is lent once.
+func (b *Buffer) Lend(l *Loan) {
+	gen := l.state.Load()>>2 + 1
+	b.loan, b.gen = l, gen
+	l.state.Store(gen<<2 | loanQueued)
+}
+
+// Lent reports whether b's spliced bytes are borrowed (Lend): whoever
+// writes b must take it first (take) and end the loan before it waits
+// for the network.
+func (b *Buffer) Lent() bool { return b.loan != nil }
+
+// take claims a lent frame for writing; false means that its lender
+// withdrew it: it must not be written at all, only released. A frame
+// that is not lent is always taken.
+func (b *Buffer) take() bool {
+	if b.loan == nil {
+		return true
+	}
+	if b.loan.state.CompareAndSwap(b.gen<<2|loanQueued, b.gen<<2|loanTaken) {
+		return true
+	}
+	// Withdrawn: the lender has its bytes back, and its Loan may be
+	// another frame's by now. Only Release may follow.
+	b.loan = nil
+	return false
+}
+
+// own copies b's spliced bytes into B, in place, and ends b's loan: b no
+// longer refers to memory it does not own. b must be taken (or not lent).
+func (b *Buffer) own() {
+	if len(b.parts) > 0 {
+		nb := growExact(nil, b.Len())
+		nb = b.AppendTo(nb)
+		b.dropParts()
+		b.B = nb
+	}
+	b.endLoan()
+}
+
+// endLoan ends b's loan, if it has one: its lender may settle.
+func (b *Buffer) endLoan() {
+	if b.loan != nil {
+		b.loan.end(b.gen)
+		b.loan = nil
+	}
+}
+
+// dropParts forgets b's spliced bytes.
+func (b *Buffer) dropParts() {
+	clear(b.parts)
+	b.parts = b.parts[:0]
+	b.spliced = 0
+}
+
+// Own copies b's spliced bytes into b's own array, so that b refers to no
+// memory of its sender's: for a sender that cannot settle a loan (one
+// that does not wait for the frame's end). b must not be lent.
+func (b *Buffer) Own() {
+	if b.loan != nil {
+		panic("transport: Own of a lent frame")
+	}
+	b.own()
+}
+
+// end ends generation gen of l, if it is still on: the frame was written
+// or dropped. It wakes a waiting Settle.
+func (l *Loan) end(gen uint64) {
+	for {
+		s := l.state.Load()
+		if s>>2 != gen || s&loanPhase == loanDone {
+			return // withdrawn (and maybe lent again since)
+		}
+		if l.state.CompareAndSwap(s, gen<<2|loanDone) {
+			if s&loanPhase == loanWaiting {
+				l.wait <- struct{}{}
+			}
+			return
+		}
+	}
+}
+
+// Settle returns once the connection no longer reads the bytes lent under
+// l: at once, with one atomic load, when the frame has been written or
+// dropped; a frame still queued is withdrawn (the writer skips it whole);
+// a frame being written is waited for, which takes at most one write that
+// does not wait for the socket. Only the lender calls it, once per Lend.
+func (l *Loan) Settle() {
+	s := l.state.Load()
+	if s&loanPhase == loanDone {
+		return
+	}
+	l.settleSlow(s)
+}
+
+func (l *Loan) settleSlow(s uint64) {
+	gen := s >> 2
+	for {
+		switch s & loanPhase {
+		case loanDone:
+			return
+		case loanQueued:
+			if l.state.CompareAndSwap(s, gen<<2|loanDone) {
+				return // withdrawn
+			}
+		case loanTaken:
+			if l.wait == nil {
+				l.wait = make(chan struct{}, 1)
+			}
+			if l.state.CompareAndSwap(s, gen<<2|loanWaiting) {
+				<-l.wait
+				return
+			}
+		}
+		s = l.state.Load()
+	}
 }

@@ -920,6 +920,18 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 		var err error
 		written := 0
 		for i, f := range q {
+			if !f.take() {
+				// Withdrawn by its lender: not a byte of it is written.
+				written += f.Len()
+				f.Release()
+				q[i] = nil
+				continue
+			}
+			if f.Lent() {
+				// bw may hold or write the bytes after a wait for the
+				// network; the lender's must be given back before.
+				f.own()
+			}
 			if err == nil {
 				if f.Spliced() {
 					f.segments(func(p []byte) {
@@ -968,13 +980,33 @@ type vectorWriter struct {
 	iov    net.Buffers // the frames' bytes; WriteTo consumes a copy
 	out    net.Buffers // that copy: a local one would escape, one allocation per write
 	bytes  int
+
+	// lent: the iov pieces (indices) that are borrowed bytes of lent
+	// frames (Buffer.Lend); own holds the copies settleLent makes.
+	lent []int
+	own  []byte
 }
 
+// add adds taken frame f to the batch.
 func (w *vectorWriter) add(f *Buffer) {
 	w.frames = append(w.frames, f)
-	if f.Spliced() {
+	switch {
+	case f.Lent():
+		at := 0
+		for _, s := range f.parts {
+			if s.at > at {
+				w.iov = append(w.iov, f.B[at:s.at])
+			}
+			w.lent = append(w.lent, len(w.iov))
+			w.iov = append(w.iov, s.p)
+			at = s.at
+		}
+		if len(f.B) > at {
+			w.iov = append(w.iov, f.B[at:])
+		}
+	case f.Spliced():
 		f.segments(w.part)
-	} else {
+	default:
 		w.iov = append(w.iov, f.B)
 	}
 	w.bytes += f.Len()
@@ -983,14 +1015,75 @@ func (w *vectorWriter) add(f *Buffer) {
 func (w *vectorWriter) part(p []byte) { w.iov = append(w.iov, p) }
 
 // write writes and releases the frames held; it returns their byte count.
-func (w *vectorWriter) write(nc net.Conn, d *directWrite) (int, error) {
+func (w *vectorWriter) write(c *Conn) (int, error) {
 	raceReleaseIO()
-	w.out = w.iov
-	err := writeBuffers(d, nc, &w.out)
-	w.out = nil
 	n := w.bytes
+	var err error
+	if len(w.lent) > 0 {
+		err = w.settleLent(c.direct)
+	}
+	if err == nil && len(w.iov) > 0 {
+		w.out = w.iov
+		err = writeBuffers(c.direct, c.nc, &w.out)
+		w.out = nil
+	}
 	w.drop()
 	return n, err
+}
+
+// ownMax is the largest array of copies a vectorWriter keeps.
+const ownMax = 256 << 10
+
+// settleLent ends the loans of the batch's lent frames before the writer
+// may wait for the network, which nothing bounds (a peer that stops
+// reading): one writev that does not wait writes what the socket takes,
+// and the borrowed bytes it leaves are copied into w.own, so that w.iov
+// then holds what is left to write, in memory the connection owns. With
+// d nil (no such writev) all borrowed bytes are copied.
+func (w *vectorWriter) settleLent(d *directWrite) error {
+	n := 0
+	if d != nil {
+		var err error
+		if n, err = d.writeBufs(w.iov); err != nil {
+			return err
+		}
+	}
+	first := 0 // the first piece not written whole
+	for first < len(w.iov) && n >= len(w.iov[first]) {
+		n -= len(w.iov[first])
+		first++
+	}
+	if first < len(w.iov) {
+		w.iov[first] = w.iov[first][n:]
+	}
+	need := 0
+	for _, k := range w.lent {
+		if k >= first {
+			need += len(w.iov[k])
+		}
+	}
+	if need > 0 {
+		if cap(w.own) < need {
+			w.own = growExact(nil, need)
+		}
+		own := w.own[:0]
+		for _, k := range w.lent {
+			if k >= first {
+				at := len(own)
+				own = append(own, w.iov[k]...) // within cap: no new array
+				w.iov[k] = own[at:len(own):len(own)]
+			}
+		}
+		w.own = own
+	}
+	for _, f := range w.frames {
+		f.endLoan()
+	}
+	w.lent = w.lent[:0]
+	left := copy(w.iov, w.iov[first:])
+	clear(w.iov[left:])
+	w.iov = w.iov[:left]
+	return nil
 }
 
 // drop releases the frames held without writing them.
@@ -1000,7 +1093,10 @@ func (w *vectorWriter) drop() {
 		w.frames[i] = nil
 	}
 	clear(w.iov)
-	w.frames, w.iov, w.bytes = w.frames[:0], w.iov[:0], 0
+	w.frames, w.iov, w.bytes, w.lent = w.frames[:0], w.iov[:0], 0, w.lent[:0]
+	if cap(w.own) > ownMax {
+		w.own = nil
+	}
 }
 
 // writeVectored is writeQueued for connections that write a batch with one
@@ -1034,7 +1130,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 				runtime.Gosched()
 				continue
 			}
-			n, err := w.write(c.nc, c.direct)
+			n, err := w.write(c)
 			c.writerWrites.Add(1)
 			c.dequeued(n)
 			if err != nil {
@@ -1044,10 +1140,16 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			continue
 		}
 		for i, f := range q {
-			w.add(f)
 			q[i] = nil
+			if !f.take() {
+				// Withdrawn by its lender: not a byte of it is written.
+				c.dequeued(f.Len())
+				f.Release()
+				continue
+			}
+			w.add(f)
 			if len(w.iov) >= maxVectorParts || w.bytes >= maxVectorBytes {
-				n, err := w.write(c.nc, c.direct)
+				n, err := w.write(c)
 				c.writerWrites.Add(1)
 				c.dequeued(n)
 				if err != nil {

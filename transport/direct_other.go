@@ -12,3 +12,5 @@ func newDirectWrite(net.Conn) *directWrite { return nil }
 func (*directWrite) write([]byte) (int, error) { return 0, nil }
 
 func (*directWrite) writev([]*Buffer) (int, error) { return 0, nil }
+
+func (*directWrite) writeBufs([][]byte) (int, error) { return 0, nil }

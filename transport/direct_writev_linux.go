@@ -21,6 +21,26 @@ func (d *directWrite) writev(frames []*Buffer) (int, error) {
 		v.SetLen(len(f.B))
 		iov = append(iov, v)
 	}
+	return d.writeIov(iov)
+}
+
+// writeBufs is writev for a batch's pieces: what the socket takes now of
+// bufs (of its first maxIov pieces), with one writev that does not wait.
+func (d *directWrite) writeBufs(bufs [][]byte) (int, error) {
+	iov := d.iov[:0]
+	for _, p := range bufs[:min(len(bufs), maxIov)] {
+		if len(p) == 0 {
+			continue
+		}
+		v := syscall.Iovec{Base: &p[0]}
+		v.SetLen(len(p))
+		iov = append(iov, v)
+	}
+	return d.writeIov(iov)
+}
+
+// writeIov writes iov (d.iov's array) with one writev that does not wait.
+func (d *directWrite) writeIov(iov []syscall.Iovec) (int, error) {
 	d.iov = iov
 	if len(iov) == 0 {
 		return 0, nil

@@ -18,6 +18,19 @@ func (d *directWrite) writev(frames []*Buffer) (int, error) {
 	return total, nil
 }
 
+// writeBufs is writev for a batch's pieces, one write per piece.
+func (d *directWrite) writeBufs(bufs [][]byte) (int, error) {
+	total := 0
+	for _, p := range bufs {
+		n, err := d.write(p)
+		total += n
+		if err != nil || n < len(p) {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 func (d *directWrite) vfn() func(uintptr) bool { return nil }
 
 func (d *directWrite) afn() func(uintptr) bool { return nil }

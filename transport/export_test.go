@@ -19,3 +19,9 @@ func NewSocketReader(nc net.Conn) io.Reader { return newReader(nc) }
 
 // DirectWrites returns how many writes WriteNow (and SendNow) made on c.
 func DirectWrites(c *Conn) uint64 { return c.directWrites.Load() }
+
+// LoanPhase names the phase of l's frame: "done", "queued", "taken" or
+// "waiting".
+func LoanPhase(l *Loan) string {
+	return [...]string{"done", "queued", "taken", "waiting"}[l.state.Load()&loanPhase]
+}

@@ -47,19 +47,26 @@ type request struct {
 // token among them) come before the arguments so that a provider checks
 // them before it decodes any argument. An invocation without a service
 // is for the referred URL's service, version and group (u).
-// f (may be nil) is the frame enc writes to: it is grown once, up front,
-// for large arguments.
+// f (may be nil) is the frame enc writes to: a []byte or string argument
+// of spliceMin bytes or more is spliced into it (see encodeArg), and it is
+// grown once, up front, for the large arguments that are copied.
 func encodeRequest(enc serialize.Encoder, f *transport.Buffer, inv *protocol.Invocation, u *protocol.URL, timeout int64, atts map[string]string) error {
 	if f != nil {
-		// Large arguments would grow the frame by doubling, each step a
-		// new array and a copy, when the pooled frame is small.
+		// Large copied arguments would grow the frame by doubling, each
+		// step a new array and a copy, when the pooled frame is small.
+		_, bh := enc.(serialize.BytesHeaderEncoder)
+		_, sh := enc.(serialize.StringHeaderEncoder)
 		n := 0
 		for _, a := range inv.Args {
 			switch v := a.(type) {
 			case []byte:
-				n += len(v)
+				if len(v) < spliceMin || !bh {
+					n += len(v)
+				}
 			case string:
-				n += len(v)
+				if len(v) < spliceMin || !sh {
+					n += len(v)
+				}
 			}
 		}
 		if n >= spliceMin {
@@ -86,11 +93,49 @@ func encodeRequest(enc serialize.Encoder, f *transport.Buffer, inv *protocol.Inv
 	}
 
 	for i, a := range inv.Args {
-		if err := enc.Encode(a); err != nil {
+		if err := encodeArg(enc, f, a); err != nil {
 			return fmt.Errorf("dubbo: encode argument %d of %s.%s: %w", i, svc, inv.Method, err)
 		}
 	}
 	return nil
+}
+
+// encodeArg encodes argument v into frame f (may be nil) with enc (which
+// writes to f): a []byte or string of spliceMin bytes or more by reference
+// (f.Splice) when the encoder can write its header alone, so that the
+// request is written to the network from the caller's own memory, not
+// copied. The caller's bytes are borrowed until the call returns:
+// exchange.Client.Call gives them back however the call ends (see
+// there), so a caller may reuse its []byte at once after the call.
+func encodeArg(enc serialize.Encoder, f *transport.Buffer, v any) error {
+	if f != nil {
+		switch x := v.(type) {
+		case []byte:
+			if len(x) < spliceMin {
+				break
+			}
+			if he, ok := enc.(serialize.BytesHeaderEncoder); ok {
+				if err := he.EncodeBytesHeader(len(x)); err != nil {
+					return err
+				}
+				f.Splice(x)
+				return nil
+			}
+		case string:
+			if len(x) < spliceMin {
+				break
+			}
+			if he, ok := enc.(serialize.StringHeaderEncoder); ok {
+				if err := he.EncodeStringHeader(len(x)); err != nil {
+					return err
+				}
+				// A string never changes: its bytes are read only.
+				f.Splice(unsafe.Slice(unsafe.StringData(x), len(x)))
+				return nil
+			}
+		}
+	}
+	return enc.Encode(v)
 }
 
 // decodeRequestHead decodes everything before the arguments, the

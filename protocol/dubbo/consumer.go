@@ -511,7 +511,7 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		f.Release()
 		return nil, err
 	}
-	reqBytes := len(exchange.Body(f))
+	reqBytes := exchange.BodyLen(f)
 	resp, err := cl.CallAt(ctx, now, t.d, r.ser.ID(), f)
 	if err != nil {
 		return nil, r.explain(err, inv, t, sent, fromCtx)
