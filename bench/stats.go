@@ -21,6 +21,9 @@ type goStats struct {
 	AllocObjs   uint64  `json:"alloc_objects"`
 	LiveHeap    uint64  `json:"live_heap_bytes"`
 	HeapGoal    uint64  `json:"heap_goal_bytes"`
+	Goroutines  uint64  `json:"goroutines"`
+	ScanStack   uint64  `json:"scan_stack_bytes"` // scanned by the last collection
+	ScanHeap    uint64  `json:"scan_heap_bytes"`
 	Initialized bool    `json:"ok"`
 }
 
@@ -31,6 +34,9 @@ var goStatNames = []string{
 	"/gc/heap/allocs:objects",
 	"/gc/heap/live:bytes",
 	"/gc/heap/goal:bytes",
+	"/sched/goroutines:goroutines",
+	"/gc/scan/stack:bytes",
+	"/gc/scan/heap:bytes",
 }
 
 func readGoStats() goStats {
@@ -49,7 +55,8 @@ func readGoStats() goStats {
 	if s[1].Value.Kind() == metrics.KindFloat64 {
 		gcs = s[1].Value.Float64()
 	}
-	return goStats{GCs: u(0), GCSeconds: gcs, AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5), Initialized: true}
+	return goStats{GCs: u(0), GCSeconds: gcs, AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5),
+		Goroutines: u(6), ScanStack: u(7), ScanHeap: u(8), Initialized: true}
 }
 
 // sideStats is one process's Go runtime figures over the recorded window,
@@ -60,6 +67,12 @@ type sideStats struct {
 	AllocBytes  float64 `json:"alloc_bytes_per_call"`
 	AllocObjs   float64 `json:"allocs_per_call"`
 	LiveHeapMiB float64 `json:"live_heap_mib"` // at the window's end
+	// Goroutines at the window's end, and the bytes of goroutine stacks
+	// and of heap the last collection scanned: a collection scans every
+	// goroutine's stack.
+	Goroutines   uint64  `json:"goroutines"`
+	ScanStackKiB float64 `json:"scan_stack_kib"`
+	ScanHeapKiB  float64 `json:"scan_heap_kib"`
 }
 
 // perCall turns two readings of one process into figures per call; ok is
@@ -70,11 +83,14 @@ func perCall(a, b goStats, calls int64) (sideStats, bool) {
 	}
 	n := float64(calls)
 	return sideStats{
-		GCsPer10k:   float64(b.GCs-a.GCs) / n * 1e4,
-		GCCPU:       (b.GCSeconds - a.GCSeconds) * 1e6 / n,
-		AllocBytes:  float64(b.AllocBytes-a.AllocBytes) / n,
-		AllocObjs:   float64(b.AllocObjs-a.AllocObjs) / n,
-		LiveHeapMiB: float64(b.LiveHeap) / (1 << 20),
+		GCsPer10k:    float64(b.GCs-a.GCs) / n * 1e4,
+		GCCPU:        (b.GCSeconds - a.GCSeconds) * 1e6 / n,
+		AllocBytes:   float64(b.AllocBytes-a.AllocBytes) / n,
+		AllocObjs:    float64(b.AllocObjs-a.AllocObjs) / n,
+		LiveHeapMiB:  float64(b.LiveHeap) / (1 << 20),
+		Goroutines:   b.Goroutines,
+		ScanStackKiB: float64(b.ScanStack) / 1024,
+		ScanHeapKiB:  float64(b.ScanHeap) / 1024,
 	}, true
 }
 
