@@ -67,3 +67,6 @@ func AbortWhenRegistered(t testing.TB, err error) {
 // Inline returns how many requests their callers wrote themselves, without
 // the connection's writer goroutine.
 func (c *Client) Inline() uint64 { return c.inline.Load() }
+
+// MaxIdleWorkers returns how many idle workers s keeps at most.
+func MaxIdleWorkers(s *Server) int { return s.maxIdle }

@@ -58,7 +58,10 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Workers bounds the goroutines that run a Server's requests (default
 	// DefaultWorkers). Workers are long-lived: one starts when requests
-	// wait and none is idle, and stops after WorkerIdle without work.
+	// wait and none is idle, and stops after WorkerIdle without work; a
+	// worker that finds 16 workers (2 per GOMAXPROCS, when more) idle
+	// already stops at once, since every idle goroutine's stack costs
+	// each garbage collection a scan.
 	Workers int
 	// Queue bounds the requests a Server has read and not yet handed to a
 	// worker (default DefaultQueue). When it is full the server stops
@@ -71,7 +74,7 @@ type Options struct {
 	// one request per busy connection, not by the whole queue.
 	Queue int
 	// WorkerIdle is how long an idle worker waits before it stops
-	// (default DefaultWorkerIdle).
+	// (default DefaultWorkerIdle); see Workers for the surplus ones.
 	WorkerIdle time.Duration
 	// MaxConcurrent, when positive, is a limit set on purpose: a request
 	// that finds MaxConcurrent requests held by the Server (queued or

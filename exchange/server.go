@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,7 @@ type Server struct {
 	ready   fifo[*connState] // connections with requests queued, in turn
 	waiting fifo[*connState] // paused connections, in the order they paused
 	idle    int              // workers waiting for a request and not handed one
+	maxIdle int              // more idle workers than this stop at once
 	conns   map[*transport.Conn]*connState
 
 	busy      atomic.Uint64
@@ -254,6 +256,7 @@ func NewServer(h Handler, opts *Options) (*Server, error) {
 		watchWake: make(chan struct{}, 1),
 		watchStop: make(chan struct{}),
 		conns:     map[*transport.Conn]*connState{},
+		maxIdle:   max(minIdleWorkers, 2*runtime.GOMAXPROCS(0)),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	to := o.transport()
@@ -945,6 +948,11 @@ func (s *Server) spawn() {
 	}
 }
 
+// minIdleWorkers is the floor of Server.maxIdle, the most idle workers a
+// Server keeps (2 per P when that is more): a worker that finds that many
+// idle stops instead of waiting.
+const minIdleWorkers = 16
+
 // work runs requests until the server stops or it has been idle for
 // WorkerIdle.
 func (s *Server) work() { s.workLoop(false) }
@@ -968,6 +976,16 @@ func (s *Server) workLoop(finished bool) {
 		}
 		j, ok := s.next()
 		if !ok {
+			if s.idle >= s.maxIdle {
+				// Enough workers wait already: this one stops now, not
+				// after WorkerIdle. Workers that took over a reader's
+				// place (inline, runs the watcher handed on) would pile
+				// up otherwise, and every GC cycle scans each one's
+				// stack.
+				s.workers.Add(-1)
+				s.mu.Unlock()
+				return
+			}
 			s.idle++
 		}
 		s.mu.Unlock()
