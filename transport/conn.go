@@ -982,9 +982,12 @@ type vectorWriter struct {
 	bytes  int
 
 	// lent: the iov pieces (indices) that are borrowed bytes of lent
-	// frames (Buffer.Lend); own holds the copies settleLent makes.
-	lent []int
-	own  []byte
+	// frames (Buffer.Lend); own holds the copies settleLent and
+	// settleRest make; pieces is len(iov) when the write began.
+	lent     []int
+	own      []byte
+	pieces   int
+	settleFn func([][]byte) // settleRest, made once
 }
 
 // add adds taken frame f to the batch.
@@ -1019,16 +1022,64 @@ func (w *vectorWriter) write(c *Conn) (int, error) {
 	raceReleaseIO()
 	n := w.bytes
 	var err error
+	hook := false
 	if len(w.lent) > 0 {
-		err = w.settleLent(c.direct)
+		if waitHook && c.direct != nil {
+			// Lent bytes the socket does not take at once are copied
+			// before writeBuffers waits (settleRest): the common write,
+			// taken whole, costs nothing more.
+			hook = true
+			w.pieces = len(w.iov)
+			if w.settleFn == nil {
+				w.settleFn = w.settleRest
+			}
+			c.direct.beforeWait = w.settleFn
+		} else {
+			err = w.settleLent(c.direct)
+		}
 	}
 	if err == nil && len(w.iov) > 0 {
 		w.out = w.iov
 		err = writeBuffers(c.direct, c.nc, &w.out)
 		w.out = nil
 	}
-	w.drop()
+	if hook {
+		c.direct.beforeWait = nil
+	}
+	w.drop() // ends the loans not ended yet: written, or dropped
 	return n, err
+}
+
+// settleRest is settleLent for a write that must wait for room: rest is
+// what is left to write of w.iov (a suffix of it, in its array, the first
+// piece maybe cut); the lent bytes in it are copied into w.own, and every
+// loan of the batch ends, before the writer waits for the network.
+func (w *vectorWriter) settleRest(rest [][]byte) {
+	first := w.pieces - len(rest) // w.iov's index of rest[0]
+	need := 0
+	for _, k := range w.lent {
+		if k >= first {
+			need += len(rest[k-first])
+		}
+	}
+	if need > 0 {
+		if cap(w.own) < need {
+			w.own = growExact(nil, need)
+		}
+		own := w.own[:0]
+		for _, k := range w.lent {
+			if k >= first {
+				at := len(own)
+				own = append(own, rest[k-first]...) // within cap: no new array
+				rest[k-first] = own[at:len(own):len(own)]
+			}
+		}
+		w.own = own
+	}
+	for _, f := range w.frames {
+		f.endLoan()
+	}
+	w.lent = w.lent[:0]
 }
 
 // ownMax is the largest array of copies a vectorWriter keeps.

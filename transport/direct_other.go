@@ -5,7 +5,9 @@ package transport
 import "net"
 
 // directWrite is SendNow's write where there is none: SendNow is Send.
-type directWrite struct{}
+type directWrite struct {
+	beforeWait func(rest [][]byte) // unused: see waitHook
+}
 
 func newDirectWrite(net.Conn) *directWrite { return nil }
 

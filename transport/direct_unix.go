@@ -26,6 +26,9 @@ type directWrite struct {
 	allIov []syscall.Iovec
 	allErr syscall.Errno
 	allFn  func(fd uintptr) bool
+	// beforeWait, when set, is called once with what is left of the
+	// batch before writeBuffers first waits for room (where waitHook).
+	beforeWait func(rest [][]byte)
 }
 
 func newDirectWrite(nc net.Conn) *directWrite {

@@ -111,6 +111,9 @@ func writeFD(fd uintptr, b []byte) (int, error) {
 	return n, nil
 }
 
+// waitHook: writeBuffers calls directWrite.beforeWait before it waits.
+const waitHook = true
+
 // writeBuffers writes all of bufs (consuming them), waiting for room in
 // the socket as net.Buffers' WriteTo does, with raw writev calls. Only the
 // connection's writer goroutine uses it (d.all*).
@@ -160,6 +163,11 @@ func (d *directWrite) writeAll(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if d.beforeWait != nil {
+				// Nothing it holds may be read after this (Loan).
+				d.beforeWait(d.all)
+				d.beforeWait = nil
+			}
 			return false // the poller waits for room
 		default:
 			d.allErr = e

@@ -10,6 +10,9 @@ import (
 // newReader returns what the read loop reads nc with.
 func newReader(nc net.Conn) io.Reader { return nc }
 
+// waitHook: writeBuffers does not call directWrite.beforeWait.
+const waitHook = false
+
 // writeBuffers writes all of bufs (consuming them).
 func writeBuffers(_ *directWrite, nc net.Conn, bufs *net.Buffers) error {
 	_, err := bufs.WriteTo(nc)
