@@ -18,7 +18,9 @@ import (
 // payload, pipelined over each connection; the server echoes each frame
 // from its read goroutine into a buffered writer that it flushes when no
 // more input is buffered, and client callers combine their writes (the
-// first one in writes what the others queue meanwhile). No codec, no
+// first one in writes what the others queue meanwhile). Both sides read
+// and write their sockets with raw system calls through syscall.RawConn
+// on Linux (rawIO), as minidubbo's transport does. No codec, no
 // framework: the wire's limit on this machine.
 
 const rawHeader = 12
@@ -45,8 +47,9 @@ func rawServe(ln net.Listener) (string, string, error) {
 
 func rawEcho(nc net.Conn) {
 	defer nc.Close()
-	br := bufio.NewReaderSize(nc, 64<<10)
-	bw := bufio.NewWriterSize(nc, 64<<10)
+	sock := rawIO(nc)
+	br := bufio.NewReaderSize(sock, 64<<10)
+	bw := bufio.NewWriterSize(sock, 64<<10)
 	var hdr [rawHeader]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -103,7 +106,7 @@ func rawDial(ctx context.Context, addr, _ string, conns int) (caller, error) {
 			c.Close()
 			return nil, err
 		}
-		rc := &rawConn{nc: nc, pending: map[uint64]chan []byte{}}
+		rc := &rawConn{nc: nc, sock: rawIO(nc), pending: map[uint64]chan []byte{}}
 		go rc.read()
 		c.conns = append(c.conns, rc)
 	}
@@ -136,6 +139,7 @@ func (c *rawClient) Close() error {
 
 type rawConn struct {
 	nc       net.Conn
+	sock     io.ReadWriter // nc's socket I/O (rawIO)
 	nextID   atomic.Uint64
 	inflight atomic.Int32 // calls sent and not yet ended
 
@@ -194,7 +198,7 @@ func (rc *rawConn) send(id uint64, req []byte) error {
 		buf := rc.wbuf
 		rc.wbuf = rc.spare[:0]
 		rc.wmu.Unlock()
-		_, err := rc.nc.Write(buf)
+		_, err := rc.sock.Write(buf)
 		rc.wmu.Lock()
 		rc.spare = buf[:0]
 		if err != nil || len(rc.wbuf) == 0 {
@@ -206,7 +210,7 @@ func (rc *rawConn) send(id uint64, req []byte) error {
 }
 
 func (rc *rawConn) read() {
-	br := bufio.NewReaderSize(rc.nc, 64<<10)
+	br := bufio.NewReaderSize(rc.sock, 64<<10)
 	var hdr [rawHeader]byte
 	var err error
 	for {
