@@ -1062,6 +1062,7 @@ func (w *vectorWriter) settleRest(rest [][]byte) {
 			need += len(rest[k-first])
 		}
 	}
+	lentCopies.Add(int64(need))
 	if need > 0 {
 		if cap(w.own) < need {
 			w.own = growExact(nil, need)
@@ -1081,6 +1082,9 @@ func (w *vectorWriter) settleRest(rest [][]byte) {
 	}
 	w.lent = w.lent[:0]
 }
+
+// lentCopies counts the lent bytes writers copied before a wait (tests).
+var lentCopies atomic.Int64
 
 // ownMax is the largest array of copies a vectorWriter keeps.
 const ownMax = 256 << 10

@@ -25,3 +25,7 @@ func DirectWrites(c *Conn) uint64 { return c.directWrites.Load() }
 func LoanPhase(l *Loan) string {
 	return [...]string{"done", "queued", "taken", "waiting"}[l.state.Load()&loanPhase]
 }
+
+// LentCopies returns how many lent bytes writers copied before waiting
+// for room in a socket.
+func LentCopies() int64 { return lentCopies.Load() }

@@ -105,3 +105,85 @@ func TestLoanSettledWhilePeerDoesNotRead(t *testing.T) {
 		})
 	}
 }
+
+// TestLentFramesThroughAFullSocket: lent frames of many sizes, mixed with
+// plain ones, sent while the peer reads in small pieces, so that the
+// writer often finds the socket full in the middle of a batch and copies
+// the lent bytes it has not written before it waits. Every loan ends
+// without a Settle; the lender overwrites its bytes as soon as its loan
+// has ended; every frame arrives whole and in order with the bytes it was
+// sent with.
+func TestLentFramesThroughAFullSocket(t *testing.T) {
+	local, peer := netConns(t)
+	require.NoError(t, peer.(*net.TCPConn).SetReadBuffer(32<<10))
+	c := transport.NewConn(local, newRecorder(false), nil)
+	defer c.Close()
+	defer peer.Close()
+
+	const n = 300
+	want := make([][]byte, n)
+	loans := make([]*transport.Loan, n)
+	lent := make([][]byte, n)
+	copiesBefore := transport.LentCopies()
+	for i := range n {
+		if i%5 == 4 {
+			want[i] = []byte("plain")
+			require.NoError(t, c.Send(frame(uint64(i), "plain")))
+			continue
+		}
+		p := bytes.Repeat([]byte{byte('a' + i%26)}, 1+(i*7919)%70000)
+		f, body := splicedFrame(uint64(i), "h", p, "t")
+		loans[i], lent[i], want[i] = new(transport.Loan), p, body
+		f.Lend(loans[i])
+		require.NoError(t, c.Send(f))
+	}
+
+	got := make(chan []byte, n)
+	readErr := make(chan error, 1)
+	go func() {
+		r := &smallReads{r: peer}
+		for range n {
+			var h [transport.HeaderSize]byte
+			if _, err := io.ReadFull(r, h[:]); err != nil {
+				readErr <- err
+				return
+			}
+			body := make([]byte, binary.BigEndian.Uint32(h[12:16]))
+			if _, err := io.ReadFull(r, body); err != nil {
+				readErr <- err
+				return
+			}
+			got <- append(h[4:12:12], body...)
+		}
+	}()
+
+	for i, l := range loans {
+		if l == nil {
+			continue
+		}
+		require.Eventually(t, func() bool { return transport.LoanPhase(l) == "done" },
+			20*time.Second, 100*time.Microsecond, "loan %d never ended", i)
+		for j := range lent[i] {
+			lent[i][j] = 'X'
+		}
+	}
+	for i := range n {
+		var b []byte
+		select {
+		case b = <-got:
+		case err := <-readErr:
+			t.Fatalf("frame %d: %v", i, err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("frame %d never arrived", i)
+		}
+		require.Equal(t, uint64(i), binary.BigEndian.Uint64(b[:8]))
+		require.True(t, bytes.Equal(want[i], b[8:]), "frame %d: %d bytes, want %d; overwritten bytes: %d", i, len(b)-8, len(want[i]), bytes.Count(b, []byte{'X'}))
+	}
+	t.Logf("lent bytes copied before a wait: %d", transport.LentCopies()-copiesBefore)
+	require.NotZero(t, transport.LentCopies()-copiesBefore, "test premise: the socket was never full mid-batch")
+}
+
+// smallReads reads at most 2 KiB at a time: a slow peer.
+type smallReads struct{ r io.Reader }
+
+func (s *smallReads) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 2<<10)]) }
