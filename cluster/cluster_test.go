@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,6 +283,22 @@ func TestForking(t *testing.T) {
 			assert.LessOrEqual(t, n, int64(1), "%v", cs)
 		}
 	})
+	t.Run("returns once every fork has returned", func(t *testing.T) {
+		// A fork still running when Invoke returns would read the
+		// caller's arguments after the call, which the caller may reuse.
+		fs := fakes(2)
+		var slowReturned atomic.Bool
+		fs[0].answer = func(ctx context.Context, _ int64) error {
+			<-ctx.Done()
+			time.Sleep(20 * time.Millisecond) // a fork slow to notice
+			slowReturned.Store(true)
+			return ctx.Err()
+		}
+		c := newCluster(t, static(fs), Options{Strategy: Forking})
+		_, err := c.Invoke(testCtx(t), invocation("m", []byte("arg")))
+		require.NoError(t, err)
+		assert.True(t, slowReturned.Load(), "Invoke returned while a fork still ran")
+	})
 	t.Run("fails only when all fail", func(t *testing.T) {
 		fs := fakes(2)
 		fs[0].answer = func(context.Context, int64) error { return status.ErrConnLost }
@@ -322,6 +339,26 @@ func TestFailback(t *testing.T) {
 			t.Fatal("no background retry")
 		}
 		assert.Equal(t, "", reply, "a background retry never writes the caller's reply")
+	})
+	t.Run("the retry has its own copy of a []byte argument", func(t *testing.T) {
+		fs := fakes(2)
+		// The first call goes to A (round robin) and fails; the retry,
+		// after the caller has reused its []byte, goes to B.
+		fs[0].answer = func(context.Context, int64) error { return status.ErrConnLost }
+		seen := make(chan string, 4)
+		b := &argsRecorder{fakeInvoker: fs[1], seen: seen}
+		c := newCluster(t, NewStatic(fs[0], b), Options{Strategy: Failback, LoadBalance: loadbalance.RoundRobin, FailbackBackoff: 50 * time.Millisecond})
+		arg := []byte("original")
+		_, err := c.Invoke(testCtx(t), invocation("m", arg))
+		require.NoError(t, err)
+		copy(arg, "XXXXXXXX") // the caller's again
+		select {
+		case got := <-seen:
+			assert.Equal(t, "original", got, "the background retry read the caller's reused []byte")
+		case <-testCtx(t).Done():
+			t.Fatal("no background retry")
+		}
+		assert.Equal(t, int64(1), fs[0].calls.Load())
 	})
 	t.Run("gives up after FailbackRetries", func(t *testing.T) {
 		fs := fakes(2)
@@ -479,4 +516,20 @@ func TestPickAllocatesNothing(t *testing.T) {
 			})
 		}
 	}
+}
+
+// argsRecorder is a fakeInvoker that sends the first argument of each call,
+// as a string, to seen.
+type argsRecorder struct {
+	*fakeInvoker
+	seen chan string
+}
+
+func (r *argsRecorder) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	if len(inv.Args) > 0 {
+		if b, ok := inv.Args[0].([]byte); ok {
+			r.seen <- string(b)
+		}
+	}
+	return r.fakeInvoker.Invoke(ctx, inv)
 }

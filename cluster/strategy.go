@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"errors"
@@ -116,7 +117,10 @@ func broadcast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*prot
 // forking calls Forks providers at once and returns the first success,
 // cancelling the others; it fails only when all fail. Each parallel call
 // decodes into its own reply, and the winner's is copied into the
-// caller's. Close waits for calls still running.
+// caller's. Invoke returns only once every fork has returned (the others
+// are cancelled first), since a fork still running would read the
+// caller's arguments, which the caller may reuse as soon as Invoke
+// returns (package service, "Byte slices and ownership").
 type forking struct {
 	wg sync.WaitGroup
 }
@@ -158,8 +162,17 @@ func (f *forking) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocati
 		return res, nil
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	results := make(chan outcome, len(targets))
+	pending := len(targets)
+	defer func() {
+		// The forks still running end on the cancel, promptly: the
+		// protocol's call returns on its context and gives back the
+		// request's bytes first.
+		cancel()
+		for ; pending > 0; pending-- {
+			<-results
+		}
+	}()
 	for _, p := range targets {
 		fi := *inv
 		if rt := reflect.TypeOf(inv.Reply); rt != nil && rt.Kind() == reflect.Pointer {
@@ -174,6 +187,7 @@ func (f *forking) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocati
 	for range targets {
 		select {
 		case o := <-results:
+			pending--
 			if o.err != nil {
 				errs = append(errs, wrap(Forking, inv, o.p, o.err))
 				continue
@@ -209,7 +223,11 @@ func (f *forking) Close() error {
 // a failure that finds the queue full (or the invoker closed) is returned
 // to the caller. Retries run with the caller's context values but not its
 // cancellation, each bounded by FailbackTimeout; their reply is
-// discarded. Close stops the retries and waits for the goroutine.
+// discarded, and their arguments are a copy of the caller's ([]byte ones
+// copied too, as the caller may reuse them once Invoke returns; other
+// values that refer to memory, maps or slices inside structs, are shared
+// and must not change while retries are pending). Close stops the retries
+// and waits for the goroutine.
 type failback struct {
 	o      Options
 	log    *zap.Logger
@@ -280,6 +298,13 @@ func (f *failback) enqueue(ctx context.Context, c *Invoker, inv *protocol.Invoca
 	cp := *inv
 	cp.Reply = nil
 	cp.Args = slices.Clone(inv.Args)
+	for i, a := range cp.Args {
+		if b, ok := a.([]byte); ok {
+			// The caller may reuse its []byte once Invoke returns
+			// (package service, "Byte slices and ownership").
+			cp.Args[i] = bytes.Clone(b)
+		}
+	}
 	cp.Attachments = maps.Clone(inv.Attachments)
 	t := &task{ctx: context.WithoutCancel(ctx), c: c, inv: &cp, last: last, due: time.Now().Add(f.o.FailbackBackoff)}
 	f.mu.Lock()
