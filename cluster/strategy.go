@@ -43,8 +43,7 @@ func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*proto
 		res, err := c.Call(ctx, p, inv)
 		if err == nil {
 			if attempt > 0 {
-				c.log.Debug("failover succeeded after retries", zap.String("service", serviceOf(inv)),
-					zap.String("method", inv.Method), zap.Int("attempt", attempt+1), zap.Errors("errors", errs))
+				failoverRetried(c, inv, attempt, errs)
 			}
 			return res, nil
 		}
@@ -52,13 +51,38 @@ func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*proto
 			if attempt == 0 {
 				return nil, wrap(Failover, inv, p, err)
 			}
-			errs = append(errs, wrap(Failover, inv, p, err))
-			return nil, fmt.Errorf("cluster: failover %s.%s: attempt %d got an answer: %w", serviceOf(inv), inv.Method, attempt+1, errors.Join(errs...))
+			return nil, failoverAnswered(inv, p, attempt, errs, err)
 		}
-		errs = append(errs, fmt.Errorf("attempt %d on %s: %w", attempt+1, p.URL().Address(), err))
+		errs = append(errs, failoverAttempt(p, attempt, err))
 		tried.Add(p)
 	}
-	return nil, fmt.Errorf("cluster: failover %s.%s: %s failed: %w", serviceOf(inv), inv.Method, plural(len(errs), "attempt"), errors.Join(errs...))
+	return nil, failoverFailed(inv, errs)
+}
+
+// The rare paths of failover, out of line: their logging fields and
+// formatting arguments would otherwise make failover's stack frame, which
+// every waiting call keeps, about four times as large.
+
+//go:noinline
+func failoverRetried(c *Invoker, inv *protocol.Invocation, attempt int, errs []error) {
+	c.log.Debug("failover succeeded after retries", zap.String("service", serviceOf(inv)),
+		zap.String("method", inv.Method), zap.Int("attempt", attempt+1), zap.Errors("errors", errs))
+}
+
+//go:noinline
+func failoverAnswered(inv *protocol.Invocation, p protocol.Invoker, attempt int, errs []error, err error) error {
+	errs = append(errs, wrap(Failover, inv, p, err))
+	return fmt.Errorf("cluster: failover %s.%s: attempt %d got an answer: %w", serviceOf(inv), inv.Method, attempt+1, errors.Join(errs...))
+}
+
+//go:noinline
+func failoverAttempt(p protocol.Invoker, attempt int, err error) error {
+	return fmt.Errorf("attempt %d on %s: %w", attempt+1, p.URL().Address(), err)
+}
+
+//go:noinline
+func failoverFailed(inv *protocol.Invocation, errs []error) error {
+	return fmt.Errorf("cluster: failover %s.%s: %s failed: %w", serviceOf(inv), inv.Method, plural(len(errs), "attempt"), errors.Join(errs...))
 }
 
 // failfast makes one attempt and returns its error.
