@@ -30,7 +30,10 @@ func TestOwnBinaryLinksOneSystem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("lists the packages of seven builds")
 	}
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list each build's packages: %v", err)
+	}
 	deps := func(tags string) map[string]bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
