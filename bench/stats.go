@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"runtime/metrics"
 	"time"
@@ -15,16 +16,21 @@ import (
 // recorded window and asks the server for the server's (serveStats), so
 // both sides' figures per call cover the same window.
 type goStats struct {
-	GCs         uint64  `json:"gcs"`
-	GCSeconds   float64 `json:"gc_cpu_seconds"`
-	AllocBytes  uint64  `json:"alloc_bytes"`
-	AllocObjs   uint64  `json:"alloc_objects"`
-	LiveHeap    uint64  `json:"live_heap_bytes"`
-	HeapGoal    uint64  `json:"heap_goal_bytes"`
-	Goroutines  uint64  `json:"goroutines"`
-	ScanStack   uint64  `json:"scan_stack_bytes"` // scanned by the last collection
-	ScanHeap    uint64  `json:"scan_heap_bytes"`
-	Initialized bool    `json:"ok"`
+	GCs        uint64  `json:"gcs"`
+	GCSeconds  float64 `json:"gc_cpu_seconds"`
+	AllocBytes uint64  `json:"alloc_bytes"`
+	AllocObjs  uint64  `json:"alloc_objects"`
+	LiveHeap   uint64  `json:"live_heap_bytes"`
+	HeapGoal   uint64  `json:"heap_goal_bytes"`
+	Goroutines uint64  `json:"goroutines"`
+	ScanStack  uint64  `json:"scan_stack_bytes"` // scanned by the last collection
+	ScanHeap   uint64  `json:"scan_heap_bytes"`
+	// StopCounts are the counts of /sched/pauses/stopping/gc:seconds
+	// (time to stop the world for the GC) by bucket, StopBounds the
+	// buckets' bounds in seconds.
+	StopCounts  []uint64  `json:"stop_counts,omitempty"`
+	StopBounds  []float64 `json:"stop_bounds,omitempty"`
+	Initialized bool      `json:"ok"`
 }
 
 var goStatNames = []string{
@@ -37,6 +43,7 @@ var goStatNames = []string{
 	"/sched/goroutines:goroutines",
 	"/gc/scan/stack:bytes",
 	"/gc/scan/heap:bytes",
+	"/sched/pauses/stopping/gc:seconds",
 }
 
 func readGoStats() goStats {
@@ -55,8 +62,16 @@ func readGoStats() goStats {
 	if s[1].Value.Kind() == metrics.KindFloat64 {
 		gcs = s[1].Value.Float64()
 	}
-	return goStats{GCs: u(0), GCSeconds: gcs, AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5),
+	g := goStats{GCs: u(0), GCSeconds: gcs, AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5),
 		Goroutines: u(6), ScanStack: u(7), ScanHeap: u(8), Initialized: true}
+	if s[9].Value.Kind() == metrics.KindFloat64Histogram {
+		h := s[9].Value.Float64Histogram()
+		g.StopCounts = h.Counts
+		for _, b := range h.Buckets { // JSON has no infinities
+			g.StopBounds = append(g.StopBounds, max(min(b, math.MaxFloat64), -math.MaxFloat64))
+		}
+	}
+	return g
 }
 
 // sideStats is one process's Go runtime figures over the recorded window,
@@ -73,6 +88,11 @@ type sideStats struct {
 	Goroutines   uint64  `json:"goroutines"`
 	ScanStackKiB float64 `json:"scan_stack_kib"`
 	ScanHeapKiB  float64 `json:"scan_heap_kib"`
+	// MaxStopMs is the longest time the runtime took to stop the world
+	// for a collection in the window (upper bound of its histogram
+	// bucket), StopsOver1ms how many took over a millisecond.
+	MaxStopMs    float64 `json:"max_gc_stop_ms"`
+	StopsOver1ms uint64  `json:"gc_stops_over_1ms"`
 }
 
 // perCall turns two readings of one process into figures per call; ok is
@@ -82,6 +102,24 @@ func perCall(a, b goStats, calls int64) (sideStats, bool) {
 		return sideStats{}, false
 	}
 	n := float64(calls)
+	var maxStop float64
+	var over uint64
+	if len(a.StopCounts) == len(b.StopCounts) && len(b.StopBounds) == len(b.StopCounts)+1 {
+		for i := range b.StopCounts {
+			d := b.StopCounts[i] - a.StopCounts[i]
+			if d == 0 {
+				continue
+			}
+			hi := b.StopBounds[i+1]
+			if hi == math.MaxFloat64 {
+				hi = b.StopBounds[i]
+			}
+			maxStop = max(maxStop, hi*1e3)
+			if b.StopBounds[i] >= 1e-3 {
+				over += d
+			}
+		}
+	}
 	return sideStats{
 		GCsPer10k:    float64(b.GCs-a.GCs) / n * 1e4,
 		GCCPU:        (b.GCSeconds - a.GCSeconds) * 1e6 / n,
@@ -91,6 +129,8 @@ func perCall(a, b goStats, calls int64) (sideStats, bool) {
 		Goroutines:   b.Goroutines,
 		ScanStackKiB: float64(b.ScanStack) / 1024,
 		ScanHeapKiB:  float64(b.ScanHeap) / 1024,
+		MaxStopMs:    maxStop,
+		StopsOver1ms: over,
 	}, true
 }
 
