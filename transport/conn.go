@@ -86,7 +86,7 @@ type Conn struct {
 	closing    chan struct{}
 	writerDone chan struct{}
 	// vectored: frames are written with writev from their own buffers
-	// (plain TCP); otherwise they are copied into a buffered writer (TLS,
+	// (plain TCP or Unix sockets); otherwise they are copied into a buffered writer (TLS,
 	// pipes), which writes them in few records and calls.
 	vectored bool
 	wg       sync.WaitGroup
@@ -257,7 +257,7 @@ func (c *Conn) Kick() {
 // read them, as a server that answers from its read loop and flushes when
 // no input is buffered: no hand-off to the writer. The frames move with
 // the reading role (Detach, Resume), and any wake-up of the writer (Send,
-// Kick, Close) writes them too. On connections other than plain TCP it
+// Kick, Close) writes them too. On connections other than plain TCP or Unix sockets it
 // is Send, and so it is for a frame of laterMax bytes or more (or with
 // spliced bytes): large frames arrive one per read, so the reader would
 // write each alone, where the writer gathers them.
@@ -376,7 +376,7 @@ func unwritten(q []*Buffer, n int) []*Buffer {
 // goroutine, with one write that does not wait for the socket (what the
 // socket does not take is queued for the writer), instead of waking the
 // connection's writer goroutine. Otherwise, and on connections other than
-// plain TCP, it is Send. A lone response or request saves a hand-off to
+// plain TCP or Unix sockets, it is Send. A lone response or request saves a hand-off to
 // the writer that way; frames that come in numbers are better queued,
 // so that the writer sends many with one call. A frame with spliced bytes
 // is always queued.
@@ -389,7 +389,7 @@ func (c *Conn) SendNow(f *Buffer) error {
 
 // WriteNow is SendNow for a caller that queues its frames its own way
 // when they cannot be written at once (SendWait, say): when nothing is
-// being written or waits in the queue, and the connection is plain TCP
+// being written or waits in the queue, and the connection is plain TCP (or a Unix socket)
 // and f has no spliced bytes, it takes ownership of f and writes it from
 // the calling goroutine with one write that does not wait for the socket
 // (what the socket does not take is queued for the writer, ahead of
@@ -873,13 +873,18 @@ func (c *Conn) writeLoop() {
 		}
 		if vw != nil {
 			if err := c.writeVectored(vw, &batch); err != nil {
-				// It left c.writing set: a graceful close's
-				// awaitDirect would wait a second for it.
+				// The connection is marked dead first: a frame
+				// written directly (WriteNow) between clearing
+				// writing and the shutdown would follow a batch
+				// cut in the middle of a frame. Then writing is
+				// cleared, which writeVectored left set: a
+				// graceful close's awaitDirect would wait a second
+				// for it.
+				c.shutdown(err, false)
 				c.mu.Lock()
 				c.writing = false
 				c.mu.Unlock()
 				vw.drop()
-				c.shutdown(err, false)
 			}
 			continue
 		}

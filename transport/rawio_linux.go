@@ -77,8 +77,7 @@ func (r *rawReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	if e != 0 {
-		return 0, &net.OpError{Op: "read", Net: r.nc.LocalAddr().Network(), Source: r.nc.LocalAddr(),
-			Addr: r.nc.RemoteAddr(), Err: os.NewSyscallError("read", e)}
+		return 0, opError(r.nc, "read", e)
 	}
 	if n == 0 {
 		return 0, io.EOF
@@ -131,8 +130,7 @@ func writeBuffers(d *directWrite, nc net.Conn, bufs *net.Buffers) error {
 		return err
 	}
 	if werr != 0 {
-		return &net.OpError{Op: "write", Net: nc.LocalAddr().Network(), Source: nc.LocalAddr(),
-			Addr: nc.RemoteAddr(), Err: os.NewSyscallError("writev", werr)}
+		return opError(nc, "writev", werr)
 	}
 	return nil
 }
@@ -189,4 +187,23 @@ func (d *directWrite) writeAll(fd uintptr) bool {
 		}
 	}
 	return true
+}
+
+// opError is the *net.OpError net.Conn's Read or Write would return for
+// errno e. A connection whose addresses could not be read has nil ones,
+// so the network's name is taken from whichever address there is.
+func opError(nc net.Conn, call string, e syscall.Errno) error {
+	op := "read"
+	if call != "read" {
+		op = "write"
+	}
+	la, ra := nc.LocalAddr(), nc.RemoteAddr()
+	network := ""
+	switch {
+	case la != nil:
+		network = la.Network()
+	case ra != nil:
+		network = ra.Network()
+	}
+	return &net.OpError{Op: op, Net: network, Source: la, Addr: ra, Err: os.NewSyscallError(call, e)}
 }
