@@ -27,8 +27,9 @@
 // a *service.Error (errors.As) with Remote set; attachments travel in the
 // context (service.WithAttachment, service.AttachmentsFrom).
 //
-// Arguments: a stub's []byte or string argument of 4 KiB or more is sent
-// from the caller's own memory, not copied; the stub returns only once the
+// Arguments: with msgpack (the default serialization; others copy), a
+// stub's []byte or string argument of 4 KiB or more is sent from the
+// caller's own memory, not copied; the stub returns only once the
 // connection no longer reads it, however the call ends (timeout, cancel,
 // error), so the caller may reuse it as soon as the stub returns, and must
 // not modify it while the call runs (package service, "Byte slices and

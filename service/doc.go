@@ -10,8 +10,9 @@
 // (protocol/dubbo writes it to the network without copying it), so the
 // method must not modify it afterwards; keeping it to read is fine.
 //
-// A consumer's []byte or string argument of 4 KiB or more is written to the
-// network from the caller's own memory (protocol/dubbo does not copy it
+// With msgpack (the default serialization; others copy), a consumer's
+// []byte or string argument of 4 KiB or more is written to the network
+// from the caller's own memory (protocol/dubbo does not copy it
 // into the request), so nothing may modify it while the call runs; it is
 // the caller's again as soon as the call returns, however the call ends. A
 // call that returns early (its timeout, its context cancelled, the

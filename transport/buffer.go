@@ -169,8 +169,10 @@ func makeNoZero(n int) []byte {
 // written, or dropped, or it is withdrawn (never written, not a byte of
 // it), or the connection copied what it had not written yet into its own
 // memory. The writer never waits on the network while it holds borrowed
-// bytes (it copies the rest instead), so Settle waits at most for one
-// write that does not wait for the socket.
+// bytes (it copies the rest instead), so Settle waits only for work on
+// the CPU: the writer gathering its batch (up to about 1 MiB), its
+// writes that do not wait for the socket, and the copy of what they
+// did not take.
 //
 // A Loan may be reused for another frame once Settle has returned; the
 // zero value is ready. It must not be copied after first use.
@@ -278,8 +280,8 @@ func (l *Loan) end(gen uint64) {
 // Settle returns once the connection no longer reads the bytes lent under
 // l: at once, with one atomic load, when the frame has been written or
 // dropped; a frame still queued is withdrawn (the writer skips it whole);
-// a frame being written is waited for, which takes at most one write that
-// does not wait for the socket. Only the lender calls it, once per Lend.
+// a frame being written is waited for, which never includes a wait for
+// the socket (see Loan). Only the lender calls it, once per Lend.
 func (l *Loan) Settle() {
 	s := l.state.Load()
 	if s&loanPhase == loanDone {

@@ -29,8 +29,9 @@
 // A []byte result of 4 KiB or more is not copied into the response: the
 // frame refers to it and writev sends it from the method's own array
 // (transport.Buffer.Splice), so a method must not modify a []byte it has
-// returned (package service, "Byte slices and ownership"). A consumer's
-// []byte or string argument of 4 KiB or more is spliced into the request
+// returned (package service, "Byte slices and ownership"). With msgpack
+// (other serializations copy), a consumer's []byte or string argument of
+// 4 KiB or more is spliced into the request
 // the same way, from the caller's memory, and given back before the call
 // returns, however it ends (exchange.Client.Call): a caller may reuse it
 // at once, and must not modify it while the call runs.
