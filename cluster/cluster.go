@@ -35,7 +35,7 @@ const (
 	Failover  = "failover"
 	Failfast  = "failfast"
 	Failsafe  = "failsafe"
-	Failback  = "failback"
+	Failback  = "failback" // retries in the background with a deep copy of the arguments
 	Forking   = "forking"
 	Broadcast = "broadcast"
 )

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"container/heap"
 	"context"
 	"errors"
@@ -247,11 +246,10 @@ func (f *forking) Close() error {
 // a failure that finds the queue full (or the invoker closed) is returned
 // to the caller. Retries run with the caller's context values but not its
 // cancellation, each bounded by FailbackTimeout; their reply is
-// discarded, and their arguments are a copy of the caller's ([]byte ones
-// copied too, as the caller may reuse them once Invoke returns; other
-// values that refer to memory, maps or slices inside structs, are shared
-// and must not change while retries are pending). Close stops the retries
-// and waits for the goroutine.
+// discarded, and their arguments are a deep copy of the caller's (slices,
+// maps, pointers and exported struct fields all the way down), as the
+// caller may reuse them once Invoke returns. Close stops the retries and
+// waits for the goroutine.
 type failback struct {
 	o      Options
 	log    *zap.Logger
@@ -323,11 +321,9 @@ func (f *failback) enqueue(ctx context.Context, c *Invoker, inv *protocol.Invoca
 	cp.Reply = nil
 	cp.Args = slices.Clone(inv.Args)
 	for i, a := range cp.Args {
-		if b, ok := a.([]byte); ok {
-			// The caller may reuse its []byte once Invoke returns
-			// (package service, "Byte slices and ownership").
-			cp.Args[i] = bytes.Clone(b)
-		}
+		// The caller may reuse its arguments once Invoke returns
+		// (package service, "Byte slices and ownership").
+		cp.Args[i] = deepCopy(a)
 	}
 	cp.Attachments = maps.Clone(inv.Attachments)
 	t := &task{ctx: context.WithoutCancel(ctx), c: c, inv: &cp, last: last, due: time.Now().Add(f.o.FailbackBackoff)}
