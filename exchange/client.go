@@ -749,7 +749,14 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 		cl.err = callErr
 		cl.finish()
 	}
+	if testHookClosed != nil {
+		testHookClosed(c)
+	}
 }
+
+// testHookClosed, when set (by tests only), runs at the end of the
+// client's Closed handler.
+var testHookClosed func(*Client)
 
 func answerHeartbeat(conn *transport.Conn, req Header) {
 	f := NewFrame()

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -46,22 +47,28 @@ func StepWall(t testing.TB, d time.Duration) {
 // frame is queued, and wait (up to 10 s) until the client's Closed handler
 // has run: the handler then ends the registered call, which was never sent.
 func AbortWhenRegistered(t testing.TB, err error) {
-	testHookRegistered = func(c *Client) {
-		c.conn.Abort(err)
-		for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			c.mu.Lock()
-			ran := c.err != nil
-			c.mu.Unlock()
-			if ran {
-				return
-			}
-			if time.Now().After(end) {
-				t.Error("AbortWhenRegistered: the Closed handler did not run in 10 s")
-				return
-			}
+	var closed sync.Map // *Client → chan struct{}, closed by its Closed handler
+	testHookClosed = func(c *Client) {
+		if ch, ok := closed.Load(c); ok {
+			close(ch.(chan struct{}))
 		}
 	}
-	t.Cleanup(func() { testHookRegistered = nil })
+	testHookRegistered = func(c *Client) {
+		ch, _ := closed.LoadOrStore(c, make(chan struct{}))
+		c.mu.Lock()
+		ran := c.err != nil
+		c.mu.Unlock()
+		if ran {
+			return
+		}
+		c.conn.Abort(err)
+		select {
+		case <-ch.(chan struct{}):
+		case <-time.After(10 * time.Second):
+			t.Error("AbortWhenRegistered: the Closed handler did not run in 10 s")
+		}
+	}
+	t.Cleanup(func() { testHookRegistered, testHookClosed = nil, nil })
 }
 
 // Inline returns how many requests their callers wrote themselves, without
