@@ -292,10 +292,14 @@ func (d *Directory) protectEmpty() bool {
 	if d.opts.NoEmptyProtection || len(d.byKey) == 0 {
 		return false
 	}
+	last := len(d.byKey)
 	kept := d.keepHealthy()
 	if len(kept) == 0 {
 		if d.protecting {
 			d.log.Warn("empty protection ends: no protected provider is healthy", zap.String("service", d.opts.Consumer.ServiceKey()))
+		} else {
+			d.log.Warn("the registry lists no provider and no connection of the last list is healthy; the provider list is empty",
+				zap.String("service", d.opts.Consumer.ServiceKey()), zap.Int("last", last))
 		}
 		return false
 	}
