@@ -1116,30 +1116,8 @@ func (w *vectorWriter) settleLent(d *directWrite) error {
 	if first < len(w.iov) {
 		w.iov[first] = w.iov[first][n:]
 	}
-	need := 0
-	for _, k := range w.lent {
-		if k >= first {
-			need += len(w.iov[k])
-		}
-	}
-	if need > 0 {
-		if cap(w.own) < need {
-			w.own = growExact(nil, need)
-		}
-		own := w.own[:0]
-		for _, k := range w.lent {
-			if k >= first {
-				at := len(own)
-				own = append(own, w.iov[k]...) // within cap: no new array
-				w.iov[k] = own[at:len(own):len(own)]
-			}
-		}
-		w.own = own
-	}
-	for _, f := range w.frames {
-		f.endLoan()
-	}
-	w.lent = w.lent[:0]
+	w.pieces = len(w.iov)
+	w.settleRest(w.iov[first:])
 	left := copy(w.iov, w.iov[first:])
 	clear(w.iov[left:])
 	w.iov = w.iov[:left]
