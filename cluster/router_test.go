@@ -87,6 +87,39 @@ func TestTagRouterInCluster(t *testing.T) {
 	assert.ErrorContains(t, err, "routers left none of 2 providers")
 }
 
+// Calls that alternate between route keys each get their own subset:
+// the route remembers the last child it found, and a call with another
+// key does not take it.
+func TestAlternatingRoutes(t *testing.T) {
+	invs := tagged("gray", "", "blue")
+	c := newCluster(t, NewStatic(invs...), Options{Routers: []Router{NewTagRouter()}})
+	gray := invocation("m")
+	gray.Attachments = map[string]string{protocol.KeyTag: "gray"}
+	blue := invocation("m")
+	blue.Attachments = map[string]string{protocol.KeyTag: "blue"}
+	plain := invocation("m")
+	forced := invocation("m")
+	forced.Attachments = map[string]string{protocol.KeyTag: "red", KeyForceTag: "true"}
+	for round := range 4 {
+		for _, call := range []struct {
+			inv  *protocol.Invocation
+			want string
+		}{{gray, "A"}, {gray, "A"}, {plain, "B"}, {blue, "C"}, {plain, "B"}, {forced, ""}, {gray, "A"}} {
+			var reply string
+			call.inv.Reply = &reply
+			_, err := c.Invoke(testCtx(t), call.inv)
+			if call.want == "" {
+				require.ErrorIs(t, err, ErrNoProvider, "round %d", round)
+				continue
+			}
+			require.NoError(t, err, "round %d", round)
+			require.Equal(t, call.want, reply, "round %d, tag %q", round, call.inv.Attachments[protocol.KeyTag])
+		}
+	}
+	assert.Equal(t, []int64{12, 8, 4}, []int64{invs[0].(*fakeInvoker).calls.Load(),
+		invs[1].(*fakeInvoker).calls.Load(), invs[2].(*fakeInvoker).calls.Load()})
+}
+
 func TestConditionRouter(t *testing.T) {
 	invs := tagged("", "", "", "gray") // hosts 127.0.0.1..4, ports 20880..20883
 	consumer := protocol.NewURL("consumer", "10.1.1.1", 0, "demo.Greeter", map[string]string{"application": "shop"})

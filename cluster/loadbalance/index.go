@@ -66,8 +66,8 @@ func (t *tracker) update(s *snapshot) []*Stat {
 	stats := s.statsNow()
 	list := s.stat.Load()
 	log := &s.stats.log
+	all := log.read() // the first look: nothing was written before it
 	cur := log.seq.Load()
-	all := false
 	switch {
 	case list != t.list || list == nil:
 		t.list = list

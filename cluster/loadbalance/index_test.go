@@ -221,3 +221,35 @@ func TestShortestResponseIndexAgreesWithScan(t *testing.T) {
 		}
 	}
 }
+
+// The change log is written only once a reader has looked: calls through
+// a balancer that reads no log (random here) write nothing, and a
+// least-active index built afterwards over the same statistics still
+// sees the counts of the calls made before (its first look rescans
+// every provider) and every change after.
+func TestChangeLogWrittenOnceRead(t *testing.T) {
+	stats := NewStats(nil)
+	invs := providers(make([]int, indexMin)...)
+	now := time.Now()
+	for _, inv := range invs {
+		stats.For(inv).Begin(now)
+		stats.For(inv).Begin(now)
+	}
+	stats.For(invs[7]).End(now, time.Millisecond, false)
+	require.Zero(t, stats.log.seq.Load(), "nobody reads the log: nothing written")
+
+	lb := NewLeastActive(Options{Seed: 1, Stats: stats})
+	p := lb.Build(invs).(*leastActivePicker)
+	require.NotNil(t, p.ix)
+	got, err := p.Pick(call("m"), excludeSet{})
+	require.NoError(t, err)
+	require.Equal(t, 7, got, "the one provider with a call fewer, counted before the log was read")
+
+	stats.For(invs[7]).Begin(now)
+	stats.For(invs[30]).End(now, time.Millisecond, false)
+	require.Equal(t, uint64(2), stats.log.seq.Load(), "read once: every change written")
+	got, err = p.Pick(call("m"), excludeSet{})
+	require.NoError(t, err)
+	require.Equal(t, 30, got)
+	require.Equal(t, stats.log.seq.Load(), p.ix.seq, "the pick went through the index")
+}

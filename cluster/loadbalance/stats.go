@@ -116,15 +116,32 @@ const logSize = 1024
 // takes the next sequence number and writes it, with the Stat's id, into
 // its slot of a ring; a reader that finds a slot not holding the sequence
 // number it expects (overwritten, or not yet written) treats every
-// provider as changed. Writers take no lock.
+// provider as changed. Writers take no lock. Nothing is written until a
+// reader first looks (on): a reader's first look treats every provider
+// as changed, so it misses nothing, and the calls of a cluster whose
+// balancer reads no log (random, round robin, or fewer than indexMin
+// providers) do not all write one shared counter.
 type changeLog struct {
+	on   atomic.Bool
 	seq  atomic.Uint64
 	ring [logSize]atomic.Uint64 // low 32 bits of the sequence number << 32 | Stat id
 }
 
+// read turns the log on, for a reader about to look at it, and reports
+// whether it was off: changes made until now were not written, so the
+// reader must treat every provider as changed. A change made after read
+// returns is written.
+func (l *changeLog) read() (wasOff bool) {
+	if l.on.Load() {
+		return false
+	}
+	l.on.Store(true)
+	return true
+}
+
 // changed records a change of st's counts, after it is made.
 func (st *Stat) changed() {
-	if l := st.log; l != nil {
+	if l := st.log; l != nil && l.on.Load() {
 		n := l.seq.Add(1)
 		l.ring[n%logSize].Store(n<<32 | uint64(st.id))
 	}
@@ -149,7 +166,9 @@ func (st *Stat) End(now time.Time, elapsed time.Duration, failed bool) {
 		st.failed.Add(1)
 	}
 	st.observe(elapsed)
-	st.lastEnd.Store(now.UnixMilli())
+	if ms := now.UnixMilli(); st.lastEnd.Load() != ms {
+		st.lastEnd.Store(ms)
+	}
 	st.changed()
 }
 
