@@ -101,7 +101,10 @@ type Options struct {
 	// FailbackTimeout bounds each failback retry (default
 	// protocol.DefaultTimeout).
 	FailbackTimeout time.Duration
-	// Now is the clock for call statistics (default time.Now).
+	// Now is the clock for call statistics and the balancer's warm-up
+	// weights. The default reads the monotonic clock alone and estimates
+	// the wall time from it (exact unless the wall clock is set while the
+	// process runs): on a virtual machine it costs half of time.Now.
 	Now func() time.Time
 }
 
@@ -172,7 +175,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = monoNow
 	}
 	return o, nil
 }
@@ -619,12 +622,7 @@ func (r *route) picker(lb loadbalance.LoadBalance) loadbalance.Picker {
 // then its response time). Strategies make every provider call through it.
 func (c *Invoker) Call(ctx context.Context, p protocol.Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
 	st := c.stats.For(p)
-	var start time.Time
-	if c.realClock {
-		start = monoNow()
-	} else {
-		start = c.now()
-	}
+	start := c.now()
 	st.Begin(start)
 	res, err := p.Invoke(ctx, inv)
 	var took time.Duration
@@ -647,8 +645,9 @@ var epoch = time.Now()
 // monotonic reading is exact and its wall time is estimated from it
 // (exact unless the wall clock was set since the process started). On a
 // virtual machine it costs about half of time.Now, which reads both
-// clocks; the statistics use the wall time only in whole milliseconds,
-// to tell when a provider was last used.
+// clocks. It is the default Options.Now: the statistics and the
+// balancers use the wall time only in whole milliseconds (when a
+// provider was last used, how far its warm-up is).
 func monoNow() time.Time { return epoch.Add(time.Since(epoch)) }
 
 // isBusiness reports whether err is a business error from the service.

@@ -45,10 +45,7 @@ type leastActivePicker struct {
 // work), or a scan of every provider.
 func (p *leastActivePicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
 	s := p.s
-	nowMs := int64(0)
-	if s.warmUntilMs > 0 {
-		nowMs = p.b.now().UnixMilli()
-	}
+	nowMs := s.warmClockMs(p.b.now)
 	warming := s.warming(nowMs)
 	if p.ix != nil && !warming && p.ix.mu.TryLock() {
 		i, ok := p.ix.pick(s, p.b.rnd, ex)

@@ -248,6 +248,57 @@ func TestRandomWarmupChiSquare(t *testing.T) {
 	assert.Less(t, x, chiCritical001[2], "counts %v", counts)
 }
 
+// Random and least-active picks read the clock only while a provider
+// may be warming up and there is more than one provider to choose from:
+// not for a list of one, not for providers without a start time, and not
+// after a pick saw the warm-up over.
+func TestPicksReadTheClockOnlyWhileWarming(t *testing.T) {
+	c := newClock()
+	var reads atomic.Int64
+	now := func() time.Time { reads.Add(1); return c.now() }
+	started := map[string]string{protocol.KeyTimestamp: strconv.FormatInt(c.now().Add(-time.Minute).UnixMilli(), 10)}
+	for _, lb := range []LoadBalance{NewRandom(Options{Seed: 1, Now: now}), NewLeastActive(Options{Seed: 1, Now: now})} {
+		c.ns.Store(newClock().ns.Load())
+		reads.Store(0)
+		pick := func(p Picker, ex Exclude) int {
+			i, err := p.Pick(call("m"), ex)
+			require.NoError(t, err)
+			return i
+		}
+		if _, ok := lb.(*RandomBalancer); ok {
+			one := lb.Build([]protocol.Invoker{provider(0, 100, started)})
+			for range 10 {
+				require.Equal(t, 0, pick(one, excludeSet{}))
+			}
+			_, err := one.Pick(call("m"), excludeSet{0: true})
+			require.ErrorIs(t, err, ErrNoInvokers)
+			require.Zero(t, reads.Load(), "one provider: no clock read")
+		}
+		plain := lb.Build(providers(100, 100))
+		reads.Store(0) // building may look statistics up, with the time
+		for range 10 {
+			pick(plain, excludeSet{})
+		}
+		require.Zero(t, reads.Load(), "no start times: no clock read")
+
+		warm := lb.Build([]protocol.Invoker{provider(0, 100, nil), provider(1, 100, started)})
+		reads.Store(0)
+		for range 10 {
+			pick(warm, excludeSet{})
+		}
+		require.Equal(t, int64(10), reads.Load(), "warming: one read per pick")
+		c.add(10 * time.Minute)
+		reads.Store(0)
+		counts := [2]int{}
+		for range 1000 {
+			counts[pick(warm, excludeSet{})]++
+		}
+		require.Equal(t, int64(1), reads.Load(), "the first pick after the warm-up saw it over")
+		require.Greater(t, counts[1], 350, "full weight after the warm-up: %v", counts)
+		require.Equal(t, 0, pick(warm, excludeSet{1: true}))
+	}
+}
+
 func weightProbs(weights []int) ([]float64, int) {
 	total := 0
 	for _, w := range weights {

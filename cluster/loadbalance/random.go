@@ -35,17 +35,19 @@ type randomPicker struct {
 // and a linear pass over the providers left when the draw is excluded.
 func (p *randomPicker) Pick(_ *protocol.Invocation, ex Exclude) (int, error) {
 	s := p.s
-	if len(s.entries) == 0 {
+	switch len(s.entries) {
+	case 0:
+		return 0, ErrNoInvokers
+	case 1:
+		// The one provider, whatever its weight (as pickWeighted gives it,
+		// and pickWeightedExcluding would give it), with no clock read.
+		if !excluded(ex, 0) {
+			return 0, nil
+		}
 		return 0, ErrNoInvokers
 	}
-	nowMs := int64(0)
-	if s.warmUntilMs > 0 {
-		nowMs = p.b.now().UnixMilli()
-	}
-	i := 0
-	if len(s.entries) > 1 {
-		i = pickWeighted(s, p.b.rnd, nowMs)
-	}
+	nowMs := s.warmClockMs(p.b.now)
+	i := pickWeighted(s, p.b.rnd, nowMs)
 	if !excluded(ex, i) {
 		return i, nil
 	}

@@ -62,6 +62,9 @@ type snapshot struct {
 	// warmUntilMs is the time after which every weight is its configured
 	// weight; 0 when no provider warms up.
 	warmUntilMs int64
+	// warmOver is set once a pick found the time past warmUntilMs: the
+	// picks after it read no clock.
+	warmOver atomic.Bool
 	// static weights: cumulative sums, total, whether all are equal.
 	cum      []int64
 	total    int64
@@ -140,6 +143,26 @@ func (s *snapshot) all() []int32 { return s.every }
 // identity is the provider identity used to key per-provider state.
 func identity(u *protocol.URL) string {
 	return u.Protocol + "://" + u.Address() + "/" + u.ServiceKey()
+}
+
+// warmClockMs returns the time in unix milliseconds for the weights of a
+// pick, read with now only while a provider may still be warming up:
+// with no warm-up it returns 0, and once a pick has seen the warm-up over
+// it returns warmUntilMs without reading the clock (a clock read is 0.1
+// µs on a virtual machine, and the warm-up is over for good unless the
+// wall clock is set back past its end). warming is false for both.
+func (s *snapshot) warmClockMs(now func() time.Time) int64 {
+	if s.warmUntilMs == 0 {
+		return 0
+	}
+	if s.warmOver.Load() {
+		return s.warmUntilMs
+	}
+	nowMs := now().UnixMilli()
+	if nowMs >= s.warmUntilMs {
+		s.warmOver.Store(true)
+	}
+	return nowMs
 }
 
 // warming reports whether weights at nowMs may differ from the static ones.
