@@ -27,7 +27,11 @@ const maxErrorMessage = 4 << 10
 // Request is a request handed to a Handler.
 type Request struct {
 	Header
-	// Body is the request body; it is valid until Handle returns.
+	// Body is the request body; it is valid until Handle returns, and
+	// the bytes of it that the response frame Handle returns splices
+	// (transport.Buffer.Splice) until that frame has been written: the
+	// server keeps the request's frame until then. So a handler may
+	// answer with bytes of the request without copying them.
 	Body []byte
 	// RemoteAddr is the consumer's address.
 	RemoteAddr net.Addr
@@ -1107,7 +1111,15 @@ func (s *Server) run(j job) {
 // one-way request, and whether the request was lone (see reply).
 func (s *Server) answer(j job) (*transport.Buffer, bool) {
 	resp, err := s.handle(j)
-	j.f.Release()
+	if resp != nil && resp.Spliced() {
+		// The response may send bytes of the request itself (a
+		// borrowed argument returned as the reply: Request.Body):
+		// the request's frame goes back to the pool with the
+		// response, once that has been written or dropped.
+		resp.Hold(j.f)
+	} else {
+		j.f.Release()
+	}
 	lone := j.cs.inflight.Add(-1) == 0 && j.quiet
 	if !j.hdr.TwoWay {
 		if resp != nil {

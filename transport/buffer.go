@@ -27,6 +27,9 @@ type Buffer struct {
 	// (Lend), in its generation gen.
 	loan *Loan
 	gen  uint64
+
+	// held is released with this buffer (Hold).
+	held *Buffer
 }
 
 // part is a slice spliced into a frame after B[:at].
@@ -70,7 +73,25 @@ func (b *Buffer) Release() {
 	if cap(b.B) > maxPooled {
 		b.B = nil
 	}
+	held := b.held
+	b.held = nil
 	buffers.Put(b)
+	if held != nil {
+		held.Release()
+	}
+}
+
+// Hold makes b keep o, and take ownership of it, until b is released:
+// b's Release releases o too. A frame to send whose spliced bytes lie in
+// another pooled buffer (a response that sends bytes of the request it
+// answers) holds that buffer, so that it goes back to the pool, to be
+// read into again, only once the frame has been written or dropped. A
+// buffer holds one other at most: holding another releases the first.
+func (b *Buffer) Hold(o *Buffer) {
+	if b.held != nil {
+		b.held.Release()
+	}
+	b.held = o
 }
 
 // Splice adds p to the frame without copying it: p's bytes follow B's

@@ -187,3 +187,24 @@ func TestLentFramesThroughAFullSocket(t *testing.T) {
 type smallReads struct{ r io.Reader }
 
 func (s *smallReads) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 2<<10)]) }
+
+// TestHoldReleasesWithHolder: a buffer held by another (Buffer.Hold) is
+// released when its holder is, not before; holding another releases the
+// first. (The release shows as the end of the held buffer's loan.)
+func TestHoldReleasesWithHolder(t *testing.T) {
+	held := func(l *transport.Loan) *transport.Buffer {
+		o := transport.GetBuffer()
+		o.Splice([]byte("request bytes"))
+		o.Lend(l)
+		return o
+	}
+	var l1, l2 transport.Loan
+	b := transport.GetBuffer()
+	b.Hold(held(&l1))
+	require.Equal(t, "queued", transport.LoanPhase(&l1))
+	b.Hold(held(&l2))
+	require.Equal(t, "done", transport.LoanPhase(&l1), "replaced: released")
+	require.Equal(t, "queued", transport.LoanPhase(&l2))
+	b.Release()
+	require.Equal(t, "done", transport.LoanPhase(&l2), "released with its holder")
+}
