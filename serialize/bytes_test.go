@@ -69,6 +69,9 @@ func TestMsgpackStringsAndBytesMatchLibrary(t *testing.T) {
 				}
 				for what, f := range map[string]func(serialize.Decoder) (any, error){
 					"DecodeBytes": func(d serialize.Decoder) (any, error) { return d.(serialize.BytesDecoder).DecodeBytes() },
+					"DecodeBytesBorrowed": func(d serialize.Decoder) (any, error) {
+						return d.(serialize.BorrowingDecoder).DecodeBytesBorrowed()
+					},
 					"Decode *[]byte": func(d serialize.Decoder) (any, error) {
 						var b []byte
 						err := d.Decode(&b)
@@ -108,6 +111,29 @@ func TestMsgpackDecodeBytesOwnsItsCopy(t *testing.T) {
 	}
 	assert.Equal(t, "payload", string(b))
 	assert.Equal(t, "payload", s)
+}
+
+// TestMsgpackDecodeBytesBorrowedAliasesBody: DecodeBytesBorrowed gives
+// the value's bytes in the body itself (a change of the body shows), its
+// capacity ending with the value, and decoding goes on after it.
+func TestMsgpackDecodeBytesBorrowedAliasesBody(t *testing.T) {
+	var body bytes.Buffer
+	enc := msgpack.NewEncoder(&body)
+	require.NoError(t, enc.Encode([]byte("lent")))
+	require.NoError(t, enc.Encode("after"))
+	data := body.Bytes()
+	d, err := serialize.NewMsgpack().NewDecoder(data)
+	require.NoError(t, err)
+	defer d.Release()
+	b, err := d.(serialize.BorrowingDecoder).DecodeBytesBorrowed()
+	require.NoError(t, err)
+	assert.Equal(t, "lent", string(b))
+	assert.Equal(t, len(b), cap(b), "capacity ends with the value")
+	s, err := d.DecodeString()
+	require.NoError(t, err)
+	assert.Equal(t, "after", s)
+	copy(data[2:], "LENT") // after bin8's header of 2 bytes
+	assert.Equal(t, "LENT", string(b))
 }
 
 // TestMsgpackDecodeIntoBytesReusesAsLibrary: decoding into a *[]byte that

@@ -153,6 +153,7 @@ func (e *msgpackEncoder) Release() {
 var (
 	_ InterningDecoder    = (*msgpackDecoder)(nil)
 	_ BytesDecoder        = (*msgpackDecoder)(nil)
+	_ BorrowingDecoder    = (*msgpackDecoder)(nil)
 	_ BytesHeaderEncoder  = (*msgpackEncoder)(nil)
 	_ StringHeaderEncoder = (*msgpackEncoder)(nil)
 )
@@ -262,6 +263,13 @@ func (d *msgpackDecoder) DecodeString() (string, error) {
 // the bytes of a bin or str value otherwise, as decoding into a *[]byte
 // gives.
 func (d *msgpackDecoder) DecodeBytes() ([]byte, error) { return d.decodeBytesInto(nil) }
+
+// DecodeBytesBorrowed implements BorrowingDecoder: the bytes of a bin or
+// str value as a slice of the body, nil for msgpack's nil.
+func (d *msgpackDecoder) DecodeBytesBorrowed() ([]byte, error) {
+	src, _, err := d.nextBytes()
+	return src, err
+}
 
 // nextBytes reads the next value as a bin or str and gives its bytes as a
 // slice of the input (isNil for msgpack's nil), having moved past them.

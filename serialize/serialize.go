@@ -133,6 +133,19 @@ type BytesDecoder interface {
 	DecodeBytes() ([]byte, error)
 }
 
+// BorrowingDecoder is implemented by decoders that can give a []byte
+// value as the bytes of their input, not a copy (msgpack's): for a
+// caller that reads the value only while the input stays untouched
+// (protocol/dubbo's service.Borrowed arguments). Callers fall back to a
+// copy (BytesDecoder, or Decode with a *[]byte).
+type BorrowingDecoder interface {
+	// DecodeBytesBorrowed reads the next value as DecodeBytes does but
+	// returns a slice of the decoder's input (its capacity ends with the
+	// value), nil for a nil value. It is valid as long as the input is
+	// and must not be modified.
+	DecodeBytesBorrowed() ([]byte, error)
+}
+
 // BytesHeaderEncoder is implemented by encoders that can write a []byte
 // value's header alone (msgpack's): the caller then writes the n bytes
 // themselves to the same output, before anything else, as a frame that

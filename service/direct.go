@@ -63,20 +63,21 @@ func boxBytes(v []byte, into *Reply) any {
 // unsafe.Pointer and held in an interface value's data word itself; the
 // others are exactly the types named.
 const (
-	shapeNone    = iota // no such parameter or result
-	shapeString         // string
-	shapeBytes          // []byte
-	shapeWord           // any pointer or map type
-	shapeInt            // int
-	shapeInt32          // int32
-	shapeInt64          // int64
-	shapeBool           // bool
-	shapeFloat64        // float64
+	shapeNone     = iota // no such parameter or result
+	shapeString          // string
+	shapeBytes           // []byte
+	shapeWord            // any pointer or map type
+	shapeInt             // int
+	shapeInt32           // int32
+	shapeInt64           // int64
+	shapeBool            // bool
+	shapeFloat64         // float64
+	shapeBorrowed        // Borrowed (an argument only)
 )
 
 // value is the Go types of the shapes.
 type value interface {
-	string | []byte | unsafe.Pointer | int | int32 | int64 | bool | float64
+	string | []byte | Borrowed | unsafe.Pointer | int | int32 | int64 | bool | float64
 }
 
 var exact = map[reflect.Type]int{
@@ -87,6 +88,12 @@ var exact = map[reflect.Type]int{
 	reflect.TypeFor[int64]():   shapeInt64,
 	reflect.TypeFor[bool]():    shapeBool,
 	reflect.TypeFor[float64](): shapeFloat64,
+}
+
+// argShapes are the shapes of parameters only: a Borrowed reply is
+// encoded as any named type is, by reflection.
+var argShapes = map[reflect.Type]int{
+	reflect.TypeFor[Borrowed](): shapeBorrowed,
 }
 
 func shapeOf(t reflect.Type) int {
@@ -121,6 +128,9 @@ func directFor(rm reflect.Method) direct {
 	var argT, replyT unsafe.Pointer
 	if ft.NumIn() == 3 {
 		arg, argT = shapeOf(ft.In(2)), eface.TypeWord(ft.In(2))
+		if s, ok := argShapes[ft.In(2)]; ok {
+			arg = s
+		}
 	}
 	if ft.NumOut() == 2 {
 		reply, replyT = shapeOf(ft.Out(0)), eface.TypeWord(ft.Out(0))
@@ -140,6 +150,8 @@ func directFor(rm reflect.Method) direct {
 		return withReply[string](f, reply, nil, replyT)
 	case shapeBytes:
 		return withReply[[]byte](f, reply, nil, replyT)
+	case shapeBorrowed:
+		return withReply[Borrowed](f, reply, nil, replyT)
 	case shapeWord:
 		return withReply[unsafe.Pointer](f, reply, argT, replyT)
 	case shapeInt:

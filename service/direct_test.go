@@ -65,6 +65,10 @@ func (s shapes) Count(_ context.Context, b []byte) (map[string]int, error) {
 	}
 	return map[string]int{s.prefix: len(b)}, check(string(b))
 }
+func (s shapes) Lend(_ context.Context, b service.Borrowed) ([]byte, error) {
+	return b[:len(b):len(b)], check(string(b))
+}
+func (s shapes) Peek(_ context.Context, b service.Borrowed) error { return check(string(b)) }
 func (s shapes) Put(_ context.Context, it *item) error {
 	if it != nil && it.N < 0 {
 		panic("negative")
@@ -165,11 +169,12 @@ func TestCallDirectMatchesCall(t *testing.T) {
 		"ToBytes": true, "Lookup": true, "Store": true, "FromBytes": true, "Echo": true, "Count": true, "Put": true,
 		"Label": true, "Keys": true, "Next": true, "Merge": true, "Ctx": true, "Pointer": true,
 		"Number": true, "Widen": true, "Narrow": true, "Not": true, "Half": true, "Len": true, "Mark": true,
-		"Seven": true, "Check": true}
+		"Seven": true, "Check": true, "Lend": true, "Peek": true}
 	argSets := [][]any{
 		nil,
 		{"world"}, {"fail"}, {"panic"}, {"none"}, {""},
 		{[]byte("bytes")}, {[]byte("fail")}, {[]byte("panic")}, {[]byte{}}, {[]byte(nil)},
+		{service.Borrowed("lent")}, {service.Borrowed("fail")}, {service.Borrowed("panic")}, {service.Borrowed(nil)},
 		{&item{N: 4}}, {&item{N: 0}}, {&item{N: -1}}, {(*item)(nil)},
 		{map[string]int{"a": 1}}, {map[string]int(nil)},
 		{nil}, {42}, {int64(42)}, {name("named")}, {"a", "b"}, {struct{}{}},
@@ -265,6 +270,8 @@ func TestCallDirectAllocs(t *testing.T) {
 	}{
 		{"Echo", []any{[]byte("x")}, nil, 1},
 		{"Echo", []any{[]byte("x")}, &into, 0},
+		{"Lend", []any{service.Borrowed("x")}, &into, 0},
+		{"Peek", []any{service.Borrowed("x")}, nil, 0},
 		{"FromBytes", []any{[]byte("x")}, &into, 1}, // the method's own string
 		{"Note", []any{"x"}, nil, 0},
 		{"Next", []any{&item{N: 1}}, nil, 1}, // the method's own &item

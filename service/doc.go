@@ -10,6 +10,11 @@
 // (protocol/dubbo writes it to the network without copying it), so the
 // method must not modify it afterwards; keeping it to read is fine.
 //
+// A method that does not need to keep a large argument may borrow it
+// instead: a parameter of type Borrowed is passed as the bytes lie in the
+// request the provider read, with no copy, and is valid only until the
+// method returns (see Borrowed).
+//
 // With msgpack (the default serialization; others copy), a consumer's
 // []byte or string argument of 4 KiB or more is written to the network
 // from the caller's own memory (protocol/dubbo does not copy it

@@ -85,7 +85,8 @@ func (m *Method) Call(ctx context.Context, rcvr reflect.Value, args Args) (any, 
 // would, but without reflect.Value.Call and its allocations, when it can:
 // when the receiver is a pointer, the method takes at most one argument
 // after the context and both that argument and the reply (if any) are a
-// string, a []byte, a pointer or a map, and args hold exactly the
+// string, a []byte, a pointer, a map, a number or a bool (or the argument
+// a Borrowed), and args hold exactly the
 // parameter types. Otherwise called is false and nothing was called: the
 // caller goes through Args and Call, which convert or reject the
 // arguments. Like Call, it does not recover panics of the method.

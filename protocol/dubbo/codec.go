@@ -251,6 +251,22 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 			}
 			continue
 		}
+		if types[i] == borrowedType {
+			// The method borrows the bytes: they stay in the request's
+			// frame, which the exchange server keeps until the method has
+			// returned and a response that splices them is written.
+			v, err := decodeBorrowed(dec)
+			if err != nil {
+				return nil, argError(r, types, i, err)
+			}
+			if slots != nil {
+				slots.bytes[i] = v
+				args[i] = boxAt(&slots.bytes[i], borrowedWord)
+			} else {
+				args[i] = service.Borrowed(v)
+			}
+			continue
+		}
 		if bd, ok := dec.(serialize.BytesDecoder); ok && types[i] == bytesType {
 			v, err := bd.DecodeBytes()
 			if err != nil {
@@ -273,6 +289,20 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 	return args, nil
 }
 
+// decodeBorrowed decodes a service.Borrowed argument: a slice of the body
+// when the decoder can lend one, else a copy (as for a []byte).
+func decodeBorrowed(dec serialize.Decoder) ([]byte, error) {
+	switch d := dec.(type) {
+	case serialize.BorrowingDecoder:
+		return d.DecodeBytesBorrowed()
+	case serialize.BytesDecoder:
+		return d.DecodeBytes()
+	}
+	var b []byte
+	err := dec.Decode(&b)
+	return b, err
+}
+
 // eface is the layout of an interface value with no methods.
 type eface struct {
 	typ, data unsafe.Pointer
@@ -285,8 +315,9 @@ func typeWordOf[T any]() unsafe.Pointer {
 }
 
 var (
-	stringWord = typeWordOf[string]()
-	bytesWord  = typeWordOf[[]byte]()
+	stringWord   = typeWordOf[string]()
+	bytesWord    = typeWordOf[[]byte]()
+	borrowedWord = typeWordOf[service.Borrowed]()
 )
 
 // boxAt returns an interface value holding *p (of the type whose type word
@@ -300,8 +331,9 @@ func boxAt[T any](p *T, t unsafe.Pointer) any {
 }
 
 var (
-	stringType = reflect.TypeFor[string]()
-	bytesType  = reflect.TypeFor[[]byte]()
+	stringType   = reflect.TypeFor[string]()
+	bytesType    = reflect.TypeFor[[]byte]()
+	borrowedType = reflect.TypeFor[service.Borrowed]()
 )
 
 func argError(r *request, types []reflect.Type, i int, err error) error {
