@@ -436,16 +436,16 @@ func (s *Server) signalAndWait(sig syscall.Signal) {
 		return
 	}
 	pid := cmd.Process.Pid
-	_ = syscall.Kill(-pid, sig)
+	_ = signalGroup(pid, sig)
 	if paused && sig != syscall.SIGKILL {
-		_ = syscall.Kill(-pid, syscall.SIGCONT)
+		_ = signalGroup(pid, sigCont)
 	}
 	select {
 	case <-done:
 		return
 	case <-time.After(15 * time.Second):
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = signalGroup(pid, syscall.SIGKILL)
 	<-done
 }
 
@@ -463,11 +463,11 @@ func (s *Server) Stop() { s.signalAndWait(syscall.SIGTERM) }
 func (s *Server) Kill() { s.signalAndWait(syscall.SIGKILL) }
 
 // Pause freezes the server with SIGSTOP: it keeps its sockets but answers
-// nothing. Resume continues it.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP, true) }
+// nothing. Resume continues it. (Unix only: on Windows neither does anything.)
+func (s *Server) Pause() { s.signal(sigStop, true) }
 
 // Resume continues a paused server.
-func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
+func (s *Server) Resume() { s.signal(sigCont, false) }
 
 func (s *Server) signal(sig syscall.Signal, paused bool) {
 	s.mu.Lock()
@@ -475,7 +475,7 @@ func (s *Server) signal(sig syscall.Signal, paused bool) {
 	if s.cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+	_ = signalGroup(s.cmd.Process.Pid, sig)
 	s.paused = paused
 }
 
