@@ -431,15 +431,25 @@ func (c *Invoker) Pick(inv *protocol.Invocation, tried Tried) (protocol.Invoker,
 		return nil, noProvider(inv, len(st.snap.Invokers()), 0)
 	}
 	pk := r.picker(c.lb)
-	ex := excluders.Get().(*excluder)
-	ex.invokers, ex.tried, ex.skipTried = r.invokers, tried, tried.n > 0
-	i, err := pk.Pick(inv, ex)
-	if err != nil && ex.skipTried && errors.Is(err, loadbalance.ErrNoInvokers) {
-		ex.skipTried = false // every available provider was tried
+	var (
+		i   int
+		err error
+	)
+	if tried.n == 0 {
+		// A first attempt excludes only what is down: the route's list
+		// itself says so, with nothing to fill or give back.
+		i, err = pk.Pick(inv, (*availability)(&r.invokers))
+	} else {
+		ex := excluders.Get().(*excluder)
+		ex.invokers, ex.tried, ex.skipTried = r.invokers, tried, true
 		i, err = pk.Pick(inv, ex)
+		if err != nil && errors.Is(err, loadbalance.ErrNoInvokers) {
+			ex.skipTried = false // every available provider was tried
+			i, err = pk.Pick(inv, ex)
+		}
+		ex.invokers, ex.tried = nil, Tried{}
+		excluders.Put(ex)
 	}
-	ex.invokers = nil
-	excluders.Put(ex)
 	switch {
 	case errors.Is(err, loadbalance.ErrNoInvokers):
 		return nil, noProvider(inv, len(st.snap.Invokers()), len(r.invokers))
@@ -503,6 +513,13 @@ type excluder struct {
 }
 
 var excluders = sync.Pool{New: func() any { return new(excluder) }}
+
+// availability is the excluder of a first attempt: a provider is
+// excluded when its connection is down.
+type availability []protocol.Invoker
+
+// Excluded implements loadbalance.Exclude.
+func (a *availability) Excluded(i int) bool { return !protocol.IsAvailable((*a)[i]) }
 
 // Excluded implements loadbalance.Exclude.
 func (e *excluder) Excluded(i int) bool {
