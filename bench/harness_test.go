@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,17 @@ func TestServerStats(t *testing.T) {
 		t.Errorf("per call: %+v %v", s, ok)
 	}
 	runtime.KeepAlive(keep)
+	// Free memory returned to the OS shows as released, and the
+	// scavenger's CPU time never goes back.
+	keep = nil
+	debug.FreeOSMemory()
+	c, err := fetchStats(ln.Addr().String())
+	if err != nil || c.Released == 0 || c.ScavengeSeconds < b.ScavengeSeconds {
+		t.Errorf("after FreeOSMemory: %+v (before %+v), %v", c, b, err)
+	}
+	if s, ok := perCall(b, c, 1000); !ok || s.ScavengeCPU < 0 {
+		t.Errorf("scavenger per call: %+v %v", s, ok)
+	}
 	if _, ok := perCall(goStats{}, b, 1000); ok {
 		t.Error("a missing reading gave figures")
 	}

@@ -25,6 +25,12 @@ type goStats struct {
 	Goroutines uint64  `json:"goroutines"`
 	ScanStack  uint64  `json:"scan_stack_bytes"` // scanned by the last collection
 	ScanHeap   uint64  `json:"scan_heap_bytes"`
+	// ScavengeSeconds is the runtime's estimate of the CPU time it spent
+	// returning free heap memory to the OS (madvise), which the next
+	// allocations fault back in; Released is the heap memory returned
+	// and not taken back (at the reading).
+	ScavengeSeconds float64 `json:"scavenge_cpu_seconds"`
+	Released        uint64  `json:"heap_released_bytes"`
 	// StopCounts are the counts of /sched/pauses/stopping/gc:seconds
 	// (time to stop the world for the GC) by bucket, StopBounds the
 	// buckets' bounds in seconds.
@@ -44,6 +50,8 @@ var goStatNames = []string{
 	"/gc/scan/stack:bytes",
 	"/gc/scan/heap:bytes",
 	"/sched/pauses/stopping/gc:seconds",
+	"/cpu/classes/scavenge/total:cpu-seconds",
+	"/memory/classes/heap/released:bytes",
 }
 
 func readGoStats() goStats {
@@ -58,12 +66,14 @@ func readGoStats() goStats {
 		}
 		return s[i].Value.Uint64()
 	}
-	var gcs float64
-	if s[1].Value.Kind() == metrics.KindFloat64 {
-		gcs = s[1].Value.Float64()
+	f := func(i int) float64 {
+		if s[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return s[i].Value.Float64()
 	}
-	g := goStats{GCs: u(0), GCSeconds: gcs, AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5),
-		Goroutines: u(6), ScanStack: u(7), ScanHeap: u(8), Initialized: true}
+	g := goStats{GCs: u(0), GCSeconds: f(1), AllocBytes: u(2), AllocObjs: u(3), LiveHeap: u(4), HeapGoal: u(5),
+		Goroutines: u(6), ScanStack: u(7), ScanHeap: u(8), ScavengeSeconds: f(10), Released: u(11), Initialized: true}
 	if s[9].Value.Kind() == metrics.KindFloat64Histogram {
 		h := s[9].Value.Float64Histogram()
 		g.StopCounts = h.Counts
@@ -93,6 +103,9 @@ type sideStats struct {
 	// bucket), StopsOver1ms how many took over a millisecond.
 	MaxStopMs    float64 `json:"max_gc_stop_ms"`
 	StopsOver1ms uint64  `json:"gc_stops_over_1ms"`
+	// ScavengeCPU is the runtime's estimate of its scavenger's CPU time
+	// per call (included in no GC figure above).
+	ScavengeCPU float64 `json:"scavenge_cpu_us_per_call"`
 }
 
 // perCall turns two readings of one process into figures per call; ok is
@@ -131,6 +144,7 @@ func perCall(a, b goStats, calls int64) (sideStats, bool) {
 		ScanHeapKiB:  float64(b.ScanHeap) / 1024,
 		MaxStopMs:    maxStop,
 		StopsOver1ms: over,
+		ScavengeCPU:  (b.ScavengeSeconds - a.ScavengeSeconds) * 1e6 / n,
 	}, true
 }
 

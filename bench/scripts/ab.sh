@@ -48,7 +48,8 @@ for w in "ab":
                 rows[w][-1].update({f"{side} GCs per 10k calls": g["gcs_per_10k_calls"], f"{side} GC CPU µs": g["gc_cpu_us_per_call"],
                     f"{side} allocs": g["allocs_per_call"], f"{side} B allocated": g["alloc_bytes_per_call"], f"{side} live heap MiB": g["live_heap_mib"],
                     f"{side} goroutines": g.get("goroutines", 0), f"{side} GC-scanned stacks KiB": g.get("scan_stack_kib", 0), f"{side} GC-scanned heap KiB": g.get("scan_heap_kib", 0),
-                    f"{side} max GC stop-the-world wait ms": g.get("max_gc_stop_ms", 0), f"{side} GC stops over 1 ms": g.get("gc_stops_over_1ms", 0)})
+                    f"{side} max GC stop-the-world wait ms": g.get("max_gc_stop_ms", 0), f"{side} GC stops over 1 ms": g.get("gc_stops_over_1ms", 0),
+                    f"{side} scavenger CPU µs": g.get("scavenge_cpu_us_per_call", 0)})
 print(f"A = {A}, B = {Bb}: {sys.argv[0] and ''}{len(rows['a'])}+{len(rows['b'])} interleaved runs of {dur:.0f} s; medians (min–max)")
 print("| per call | A | B | B − A |")
 print("|---|---:|---:|---:|")

@@ -37,7 +37,7 @@ print(f'{r["system"]} callers {r["callers"]} size {r["size"]} ({r.get("binary","
 for side, k in (("srv", "server_go"), ("cli", "client_go")):
     g = r.get(k)
     if g and (k == "client_go" or r.get("have_server_go")):
-        print(f'  {side} Go: GCs/10k calls {g["gcs_per_10k_calls"]:.2f}, GC CPU {g["gc_cpu_us_per_call"]:.2f} µs/call, {g["allocs_per_call"]:.2f} allocs {g["alloc_bytes_per_call"]:.0f} B/call, live heap {g["live_heap_mib"]:.1f} MiB, {g.get("goroutines", 0)} goroutines, last GC scanned stacks {g.get("scan_stack_kib", 0):.0f} KiB, heap {g.get("scan_heap_kib", 0):.0f} KiB')
+        print(f'  {side} Go: GCs/10k calls {g["gcs_per_10k_calls"]:.2f}, GC CPU {g["gc_cpu_us_per_call"]:.2f} µs/call, {g["allocs_per_call"]:.2f} allocs {g["alloc_bytes_per_call"]:.0f} B/call, live heap {g["live_heap_mib"]:.1f} MiB, {g.get("goroutines", 0)} goroutines, last GC scanned stacks {g.get("scan_stack_kib", 0):.0f} KiB, heap {g.get("scan_heap_kib", 0):.0f} KiB, scavenger {g.get("scavenge_cpu_us_per_call", 0):.2f} µs/call')
 for side in ("srv","cli"):
     d={}
     for l in open(f"{out}/{side}.stat"):
