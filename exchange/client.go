@@ -41,11 +41,46 @@ type Client struct {
 	// (see prepare).
 	answered int
 
+	// The connection's reading role (transport's Detach and Resume),
+	// under mu: who holds it (role), the call whose caller reads when
+	// that is a caller (leader), and how many times a caller took it
+	// (takes, which the standby goroutine compares between its ticks).
+	// See lead.
+	role    int8
+	leader  *call
+	takes   uint64
+	canLead bool          // the connection is a plain socket
+	standby chan struct{} // wakes the standby goroutine; 1 slot
+
 	readOnly atomic.Bool
 	late     atomic.Uint64
 	inline   atomic.Uint64 // requests their callers wrote (tests, benchmarks)
+	led      atomic.Uint64 // calls whose callers read the connection (tests, benchmarks)
+	stops    atomic.Uint64 // reading callers stopped by their deadlines or contexts (tests)
 	wg       sync.WaitGroup
 }
+
+// Holders of a client's reading role.
+const (
+	// roleLoop: the connection's own read loop, as it starts.
+	roleLoop int8 = iota
+	// roleStandby: the client's standby goroutine (handed the role, or
+	// it took the role when nobody had for a tick).
+	roleStandby
+	// roleFree: nobody; the next synchronous call to find it free reads.
+	roleFree
+	// roleLeader: the caller of c.leader, until its call ends.
+	roleLeader
+	// roleEnded: the connection has ended (its Closed handler ran).
+	roleEnded
+)
+
+// standbyTick is how often the standby goroutine looks at a reading role
+// that callers take and give back: one left free for a whole tick (no
+// call took it since the last look) it takes, so that a frame nobody
+// waits for (a heartbeat, the provider's read-only event, the end of the
+// connection) is read within two ticks.
+var standbyTick = 2 * time.Millisecond // a variable for tests
 
 // call is one pending request. Synchronous calls take it from a pool and
 // reuse its channel; asynchronous ones own theirs.
@@ -190,16 +225,22 @@ func NewClient(nc net.Conn, opts *Options) *Client {
 }
 
 func newClient(opts *Options) *Client {
-	return &Client{opts: opts.withDefaults(), pending: map[uint64]*call{}}
+	return &Client{opts: opts.withDefaults(), pending: map[uint64]*call{}, standby: make(chan struct{}, 1)}
 }
 
 func (c *Client) start(conn *transport.Conn) {
+	c.mu.Lock()
 	c.conn = conn
+	c.canLead = conn.Plain()
+	c.mu.Unlock()
 	ticks, stop := heartbeatTicks(max(c.opts.Heartbeat/4, time.Millisecond))
 	c.wg.Go(func() {
 		defer stop()
 		c.heartbeat(ticks)
 	})
+	if c.canLead {
+		c.wg.Go(c.standbyLoop)
+	}
 }
 
 // LocalAddr returns the local address of the connection.
@@ -427,6 +468,9 @@ func (c *Client) expire() {
 		c.timed.drop(cl)
 		delete(c.pending, cl.id)
 		ended = append(ended, cl)
+		if cl == c.leader {
+			c.stopLeader() // its caller reads: it stops, and hands the role on
+		}
 	}
 	if len(c.timed) > 0 && c.err == nil {
 		c.arm(c.timed[0].deadline)
@@ -488,7 +532,9 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 		calls.Put(cl)
 		return nil, err
 	}
-	if done := ctx.Done(); done == nil {
+	if c.takeLead(cl, id) {
+		c.lead(ctx, cl, id, d, fromCtx)
+	} else if done := ctx.Done(); done == nil {
 		<-cl.done
 	} else {
 		select {
@@ -627,6 +673,7 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 		return fut
 	}
 	id.Store(n)
+	c.wakeReader()
 	if ctx.Err() != nil {
 		end(ctxError(ctx, ctxLeft(ctx, d, fromCtx)))
 	}
@@ -641,6 +688,7 @@ func (c *Client) complete(id uint64, f *transport.Buffer) {
 		delete(c.pending, id)
 		c.timed.drop(cl)
 		c.answered++
+		c.served(cl)
 	}
 	c.mu.Unlock()
 	if cl == nil {
@@ -734,6 +782,7 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 	}
 	c.mu.Lock()
 	c.err = clientErr
+	c.role, c.leader = roleEnded, nil // Closed runs on the role's last holder
 	pending := c.pending
 	c.pending = map[uint64]*call{}
 	for _, cl := range c.timed {
@@ -749,6 +798,7 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 		cl.err = callErr
 		cl.finish()
 	}
+	c.wakeStandby() // to end
 	if testHookClosed != nil {
 		testHookClosed(c)
 	}

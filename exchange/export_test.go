@@ -77,3 +77,19 @@ func (c *Client) Inline() uint64 { return c.inline.Load() }
 
 // MaxIdleWorkers returns how many idle workers s keeps at most.
 func MaxIdleWorkers(s *Server) int { return s.maxIdle }
+
+// Led returns how many calls' callers read the connection themselves
+// (their own responses among what they read).
+func (c *Client) Led() uint64 { return c.led.Load() }
+
+// SetStandbyTick makes the clients started until t ends look at a free
+// reading role every d (an hour: never, in a test's time).
+func SetStandbyTick(t testing.TB, d time.Duration) {
+	old := standbyTick
+	standbyTick = d
+	t.Cleanup(func() { standbyTick = old })
+}
+
+// Stops returns how many calls of c ended while their callers read the
+// connection, otherwise than by their responses (deadline, context).
+func (c *Client) Stops() uint64 { return c.stops.Load() }

@@ -107,6 +107,17 @@ type Conn struct {
 	rs       readState     // the reading role's
 	epoch    atomic.Uint64 // counts Detach calls
 	detached atomic.Bool   // between Detach and Resume
+
+	// intr (Interrupt) asks the reading role to stop between frames;
+	// inFrame is set by the role while a frame it reads from the network
+	// has its FrameTimeout deadline, which Interrupt then leaves alone.
+	// dmu orders the read deadlines the role sets between frames and
+	// the one Interrupt sets.
+	intr    atomic.Bool
+	inFrame atomic.Bool
+	dmu     sync.Mutex
+	// interrupts counts the stops Interrupt caused (tests).
+	interrupts atomic.Uint64
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -194,6 +205,10 @@ var clockEpoch = time.Now()
 
 // monoNow returns the monotonic time since clockEpoch, in nanoseconds.
 func monoNow() int64 { return int64(time.Since(clockEpoch)) }
+
+// Plain reports whether c is a plain TCP or Unix socket connection (not
+// TLS, not a pipe): one that WriteNow writes on.
+func (c *Conn) Plain() bool { return c.direct != nil }
 
 // Done is closed when the connection starts closing.
 func (c *Conn) Done() <-chan struct{} { return c.closing }
@@ -598,6 +613,61 @@ func (c *Conn) Reattach() bool {
 	return true
 }
 
+// errInterrupted ends a read loop that Interrupt stopped.
+var errInterrupted = errors.New("transport: reading interrupted")
+
+// pastDeadline is the read deadline Interrupt sets: one that has passed.
+var pastDeadline = time.Unix(1, 0)
+
+// Interrupt makes the goroutine that holds the reading role stop reading
+// at the next boundary between frames: at once when it waits for the
+// next frame, else once the frame it reads has arrived (FrameTimeout
+// bounds that). It then gives the role up as Detach does: its Resume
+// returns true (the connection's own read loop ends), and exactly one
+// goroutine must call Resume soon. An Interrupt while nobody reads stops
+// the next goroutine that does, before it reads anything; one role
+// holder is stopped at most once by any number of Interrupt calls made
+// before it stops. It is for a goroutine that reads in Resume while it
+// waits for something else too (a consumer's call that reads its own
+// response, whose deadline may pass first): Handler.Serve calls Detach
+// instead.
+func (c *Conn) Interrupt() {
+	c.dmu.Lock()
+	c.intr.Store(true)
+	if !c.inFrame.Load() {
+		// Waiting for the next frame, or about to: the wait ends now.
+		// (A role that starts a frame after this sets its own
+		// deadline, under dmu, and stops after the frame.)
+		_ = c.nc.SetReadDeadline(pastDeadline)
+	}
+	c.dmu.Unlock()
+}
+
+// interrupted ends the reading role's loop for Interrupt.
+func (c *Conn) interrupted() error {
+	c.dmu.Lock()
+	c.intr.Store(false)
+	c.dmu.Unlock()
+	// Interrupt may have set a deadline the role does not know: the next
+	// reader sets its own before it waits.
+	c.rs.deadline, c.rs.frameDeadline = pastDeadline, true
+	c.interrupts.Add(1)
+	return errInterrupted
+}
+
+// idleDeadline sets the read deadline for the wait for the next frame,
+// unless Interrupt asked the role to stop (errInterrupted then).
+func (c *Conn) idleDeadline(t time.Time) error {
+	c.dmu.Lock()
+	if c.intr.Load() {
+		c.dmu.Unlock()
+		return c.interrupted()
+	}
+	err := c.rs.setDeadline(c.nc, t, false)
+	c.dmu.Unlock()
+	return err
+}
+
 // Buffered reports how many bytes of the frames that follow the one being
 // served have already been read from the network. Only Handler.Serve may
 // call it, before any Detach.
@@ -615,6 +685,10 @@ func (c *Conn) readLoop() { c.readOn() }
 func (c *Conn) readOn() bool {
 	err := c.read()
 	if err == errDetached {
+		return true
+	}
+	if err == errInterrupted {
+		c.detached.Store(true)
 		return true
 	}
 	putReader(c.rs.br)
@@ -640,7 +714,11 @@ func (c *Conn) frameStarted() error {
 		return nil
 	}
 	rs.fresh = true
-	return rs.setDeadline(c.nc, time.Now().Add(c.opts.FrameTimeout), true)
+	c.dmu.Lock()
+	c.inFrame.Store(true) // Interrupt leaves this deadline alone
+	err := rs.setDeadline(c.nc, time.Now().Add(c.opts.FrameTimeout), true)
+	c.dmu.Unlock()
+	return err
 }
 
 func (c *Conn) read() error {
@@ -648,6 +726,15 @@ func (c *Conn) read() error {
 	hdr := rs.hdr[:]
 	for {
 		rs.fresh = false
+		// Between frames: Interrupt may stop the role from here on. (It
+		// sets inFrame false before it reads intr, and Interrupt sets
+		// intr before it reads inFrame: one of the two sees the other.)
+		if c.inFrame.Load() {
+			c.inFrame.Store(false)
+		}
+		if c.intr.Load() {
+			return c.interrupted()
+		}
 		// arrived: this frame needed a read from the network (else it
 		// came complete with an earlier one, whose time is LastRead's).
 		arrived := rs.br == nil || rs.br.Buffered() == 0
@@ -659,13 +746,16 @@ func (c *Conn) read() error {
 			c.flushLater()
 			now := time.Now()
 			if rs.frameDeadline || rs.deadline.Sub(now) < idleHold/2 {
-				if err := rs.setDeadline(c.nc, now.Add(idleHold), false); err != nil {
+				if err := c.idleDeadline(now.Add(idleHold)); err != nil {
 					return err
 				}
 			}
 			if _, err := rs.br.Peek(1); err != nil {
 				if !errors.Is(err, os.ErrDeadlineExceeded) || rs.br.Buffered() > 0 {
 					return err
+				}
+				if c.intr.Load() {
+					return c.interrupted()
 				}
 				// Idle: give the buffer back.
 				putReader(rs.br)
@@ -677,11 +767,14 @@ func (c *Conn) read() error {
 			// deadline and without holding a buffer.
 			c.flushLater()
 			if !rs.deadline.IsZero() {
-				if err := rs.setDeadline(c.nc, time.Time{}, false); err != nil {
+				if err := c.idleDeadline(time.Time{}); err != nil {
 					return err
 				}
 			}
 			if _, err := io.ReadFull(c.rd, hdr[:1]); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) && c.intr.Load() {
+					return c.interrupted()
+				}
 				return err
 			}
 			if err := c.frameStarted(); err != nil {

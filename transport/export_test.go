@@ -29,3 +29,6 @@ func LoanPhase(l *Loan) string {
 // LentCopies returns how many lent bytes writers copied before waiting
 // for room in a socket.
 func LentCopies() int64 { return lentCopies.Load() }
+
+// Interrupts returns how many times Interrupt stopped c's reading role.
+func Interrupts(c *Conn) uint64 { return c.interrupts.Load() }

@@ -1,0 +1,343 @@
+package exchange_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
+)
+
+// never is a standby tick that does not come within a test: the standby
+// goroutine reads only when it is handed the role.
+const never = time.Hour
+
+// waitLed waits until n calls of c have read the connection: a call's
+// request reaches the provider before its caller starts to read.
+func waitLed(t *testing.T, c *exchange.Client, n uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.Led() >= n }, 5*time.Second, 100*time.Microsecond)
+	require.Equal(t, n, c.Led())
+}
+
+// Sequential calls read their own responses: the first waits for the
+// connection's read loop, which then leaves the role free, and every
+// later one finds it free and reads.
+func TestLoneCallsReadTheirResponses(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	const n = 20
+	for i := range n {
+		got, err := call(ctx, c, fmt.Sprint(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), got)
+	}
+	require.Equal(t, uint64(n-1), c.Led(), "every call but the first read its own response")
+	require.Zero(t, c.Stops())
+	require.Zero(t, c.Pending())
+}
+
+// A caller that reads (its call blocked on the provider) reads the
+// responses of the calls made meanwhile and hands them out: they all end
+// while it still waits. Its own ends when the provider answers, and the
+// role is free again for the next call.
+func TestCallsEndWhileOneReads(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+	require.Zero(t, c.Led())
+
+	reader := make(chan error, 1)
+	go func() {
+		got, err := call(ctx, c, "block")
+		if err == nil && got != "block" {
+			err = fmt.Errorf("got %q", got)
+		}
+		reader <- err
+	}()
+	<-h.started
+	waitLed(t, c, 1) // the blocked call reads
+
+	const callers, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Go(func() {
+			for i := range each {
+				want := fmt.Sprintf("%d/%d", g, i)
+				got, err := call(ctx, c, want)
+				if err == nil && got != want {
+					err = fmt.Errorf("got %q, want %q", got, want)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Equal(t, uint64(1), c.Led(), "the others waited for the reading caller to hand them out")
+	require.Equal(t, 1, c.Pending(), "only the blocked call waits")
+
+	close(h.release)
+	require.NoError(t, <-reader)
+	got, err := call(ctx, c, "after")
+	require.NoError(t, err)
+	require.Equal(t, "after", got)
+	require.Equal(t, uint64(2), c.Led(), "the role was free again")
+	require.Zero(t, c.Stops())
+}
+
+// A reading caller whose deadline passes stops reading and hands the role
+// to the standby goroutine, which reads the response of a call still
+// waiting; the late response of the first is counted late, and the role
+// is free again afterwards.
+func TestReadingCallTimesOut(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+
+	_, err = c.Call(ctx, 50*time.Millisecond, 27, request("block")) // reads, then times out
+	var te *status.TimeoutError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, uint64(1), c.Led())
+	require.Equal(t, uint64(1), c.Stops(), "its deadline stopped its reading")
+	<-h.started
+
+	// The role is free again: this one reads, and waits for the provider.
+	other := make(chan error, 1)
+	go func() {
+		got, err := call(ctx, c, "block")
+		if err == nil && got != "block" {
+			err = fmt.Errorf("got %q", got)
+		}
+		other <- err
+	}()
+	<-h.started
+	waitLed(t, c, 2)
+	// A third call, reading nothing itself, times out while the second reads.
+	_, err = c.Call(ctx, 20*time.Millisecond, 27, request("block"))
+	require.ErrorAs(t, err, &te)
+	<-h.started
+	require.Equal(t, uint64(2), c.Led())
+
+	close(h.release)
+	require.NoError(t, <-other)
+	// The responses of the calls that timed out are read by whoever
+	// reads next: with no standby ticks, the next call.
+	require.Eventually(t, func() bool {
+		got, err := call(ctx, c, "next")
+		return err == nil && got == "next" && c.Late() == 2
+	}, 5*time.Second, time.Millisecond)
+	require.Zero(t, c.Pending())
+}
+
+// A reading caller that times out while another call waits hands the
+// role on to the standby goroutine, which reads the other's response.
+func TestTimedOutReaderHandsOn(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, 300*time.Millisecond, 27, request("block"))
+		first <- err
+	}()
+	<-h.started
+	waitLed(t, c, 1)
+	second := c.Go(ctx, 0, 27, request("block")) // waits; reads nothing
+	<-h.started
+	var te *status.TimeoutError
+	require.ErrorAs(t, <-first, &te)
+	require.Equal(t, uint64(1), c.Stops())
+
+	close(h.release)
+	<-second.Done()
+	resp, err := second.Result()
+	require.NoError(t, err, "the standby goroutine read it")
+	require.Equal(t, "block", string(exchange.Body(resp)))
+	resp.Release()
+}
+
+// A reading caller whose context is cancelled returns at once with the
+// context's error; the role passes on and later calls work.
+func TestReadingCallCancelled(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(cctx, c, "block")
+		errc <- err
+	}()
+	<-h.started
+	waitLed(t, c, 1)
+	cancel()
+	err = <-errc
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, status.ErrTimeout)
+	require.Equal(t, uint64(1), c.Stops())
+
+	close(h.release)
+	for i := range 5 {
+		got, err := call(ctx, c, fmt.Sprint(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), got)
+	}
+	require.Equal(t, uint64(1), c.Late(), "the cancelled call's response")
+	require.GreaterOrEqual(t, c.Led(), uint64(5))
+}
+
+// Close while a caller reads ends its call with ErrClosed; nothing is
+// left running (goleak).
+func TestCloseWhileCallerReads(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	h := newEcho()
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, c, "block")
+		errc <- err
+	}()
+	<-h.started
+	waitLed(t, c, 1)
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, <-errc, status.ErrClosed)
+	close(h.release)
+}
+
+// onePeer accepts one connection, answers the first n requests (echoing
+// their bodies) and then closes it, or at once after reading the next
+// request when after is true. It returns its address.
+func onePeer(t *testing.T, n int, after bool) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		for i := 0; i < n || after; i++ {
+			var hdr [exchange.HeaderSize]byte
+			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+				return
+			}
+			body := make([]byte, binary.BigEndian.Uint32(hdr[12:16]))
+			if _, err := io.ReadFull(nc, body); err != nil {
+				return
+			}
+			if i == n {
+				return // read, not answered
+			}
+			h, err := exchange.ParseHeader(hdr[:])
+			if err != nil {
+				return
+			}
+			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(body))}
+			var oh [exchange.HeaderSize]byte
+			out.Put(oh[:])
+			if _, err := nc.Write(append(oh[:], body...)); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// A provider that closes the connection while a caller reads: the call
+// ends with ErrConnLost.
+func TestConnectionLostWhileCallerReads(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	c := dial(t, onePeer(t, 1, true), nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+	_, err = call(ctx, c, "unanswered")
+	require.ErrorIs(t, err, status.ErrConnLost)
+	require.Equal(t, uint64(1), c.Led())
+	<-c.Done()
+}
+
+// A provider that closes an idle connection whose role callers left free:
+// the standby goroutine reads the end within its ticks, with no call.
+func TestFreeRoleWatched(t *testing.T) {
+	ctx := testCtx(t)
+	c := dial(t, onePeer(t, 2, false), nil)
+	for i := range 2 {
+		_, err := call(ctx, c, fmt.Sprint(i))
+		require.NoError(t, err)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the end of an idle connection was not read")
+	}
+	require.ErrorIs(t, c.Err(), status.ErrClosed)
+}
+
+// An asynchronous call that finds the role free hands it to the standby
+// goroutine, which reads its response.
+func TestFutureWithFreeRole(t *testing.T) {
+	exchange.SetStandbyTick(t, never)
+	ctx := testCtx(t)
+	_, addr := serve(t, newEcho(), nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+	for i := range 3 {
+		f := c.Go(ctx, 0, 27, request(fmt.Sprint(i)))
+		resp, err := f.Result()
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), string(exchange.Body(resp)))
+		resp.Release()
+		got, err := call(ctx, c, "sync")
+		require.NoError(t, err)
+		require.Equal(t, "sync", got)
+	}
+	require.Zero(t, c.Pending())
+}
