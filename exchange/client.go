@@ -82,6 +82,10 @@ const (
 // connection) is read within two ticks.
 var standbyTick = 2 * time.Millisecond // a variable for tests
 
+// standbyIdleTicks is how many whole ticks a role must stay free before
+// the standby goroutine takes it (a variable for tests).
+var standbyIdleTicks = 1
+
 // call is one pending request. Synchronous calls take it from a pool and
 // reuse its channel; asynchronous ones own theirs.
 type call struct {
@@ -104,6 +108,10 @@ type call struct {
 	deadline int64
 	d        time.Duration
 	fromCtx  bool
+
+	// ctx is the context of a call whose caller reads the connection
+	// (lead), which the standby goroutine watches.
+	ctx context.Context
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1), slot: -1} }}
@@ -532,7 +540,7 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 		calls.Put(cl)
 		return nil, err
 	}
-	if c.takeLead(cl, id) {
+	if c.takeLead(ctx, cl, id, d, fromCtx) {
 		c.lead(ctx, cl, id, d, fromCtx)
 	} else if done := ctx.Done(); done == nil {
 		<-cl.done
@@ -550,6 +558,7 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 	cl.loan.Settle() // one atomic load once the request is written
 	resp, err := cl.frame, cl.err
 	cl.frame, cl.err = nil, nil
+
 	calls.Put(cl)
 	if err != nil {
 		return nil, err

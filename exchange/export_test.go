@@ -82,12 +82,14 @@ func MaxIdleWorkers(s *Server) int { return s.maxIdle }
 // (their own responses among what they read).
 func (c *Client) Led() uint64 { return c.led.Load() }
 
-// SetStandbyTick makes the clients started until t ends look at a free
-// reading role every d (an hour: never, in a test's time).
-func SetStandbyTick(t testing.TB, d time.Duration) {
-	old := standbyTick
-	standbyTick = d
-	t.Cleanup(func() { standbyTick = old })
+// KeepRoleFree makes the standby goroutines of the clients started until
+// t ends never take a free reading role, but when their connection closes:
+// they read only when handed the role. They still watch reading callers'
+// contexts every tick.
+func KeepRoleFree(t testing.TB) {
+	old := standbyIdleTicks
+	standbyIdleTicks = 1 << 30
+	t.Cleanup(func() { standbyIdleTicks = old })
 }
 
 // Stops returns how many calls of c ended while their callers read the

@@ -38,7 +38,7 @@ import (
 // takeLead makes cl's caller the reader when the role is free and cl
 // still waits (its request is written: a reader never waits for room to
 // write, which could wait on a peer that waits for it to read).
-func (c *Client) takeLead(cl *call, id uint64) bool {
+func (c *Client) takeLead(ctx context.Context, cl *call, id uint64, d time.Duration, fromCtx bool) bool {
 	if !c.canLead {
 		return false
 	}
@@ -47,23 +47,34 @@ func (c *Client) takeLead(cl *call, id uint64) bool {
 	if ok {
 		c.role, c.leader = roleLeader, cl
 		c.takes++
+		if ctx.Done() != nil {
+			// For the standby goroutine, which watches it (lead).
+			cl.ctx, cl.d, cl.fromCtx = ctx, d, fromCtx
+		}
 	}
 	c.mu.Unlock()
 	return ok
 }
 
 // lead reads the connection until cl's call has ended (takeLead made its
-// caller the reader), then takes the call's outcome from cl.done.
+// caller the reader), then takes the call's outcome from cl.done. A
+// context cancelled while it reads is seen by the standby goroutine at
+// its next tick (cancelCall), within standbyTick: a wait for it of its
+// own (context.AfterFunc) would cost every call three allocations.
+// Deadlines, the context's included, end the call on time (expire).
 func (c *Client) lead(ctx context.Context, cl *call, id uint64, d time.Duration, fromCtx bool) {
 	c.led.Add(1)
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { c.cancelLead(ctx, cl, id, d, fromCtx) })
-	}
+	done := ctx.Done()
 	for {
+		select {
+		case <-done:
+			c.cancelLead(ctx, cl, id, d, fromCtx) // ended already: do not wait for a tick
+		default:
+		}
 		alive := c.conn.Resume()
 		c.mu.Lock()
 		if !alive || c.leader != cl {
+			cl.ctx = nil // read by the standby goroutine under mu
 			// The connection ended (Closed ran on this goroutine and
 			// ended the role), or the response came (served handed the
 			// role on).
@@ -78,15 +89,27 @@ func (c *Client) lead(ctx context.Context, cl *call, id uint64, d time.Duration,
 		}
 		// The call ended by its deadline or its context, whose ending
 		// stopped the reading.
+		cl.ctx = nil
 		c.leader = nil
 		c.handOn()
 		c.mu.Unlock()
 		break
 	}
-	if stop != nil {
-		stop()
-	}
 	<-cl.done
+}
+
+// cancelCall is cancelLead for the standby goroutine, which knows the
+// call and its id only: it does nothing if the call has ended (cl may
+// be another call's by then, under another id).
+func (c *Client) cancelCall(cl *call, id uint64) {
+	c.mu.Lock()
+	if c.pending[id] != cl {
+		c.mu.Unlock()
+		return
+	}
+	ctx, d, fromCtx := cl.ctx, cl.d, cl.fromCtx
+	c.mu.Unlock()
+	c.cancelLead(ctx, cl, id, d, fromCtx)
 }
 
 // cancelLead ends the call of a reading caller whose context ended, and
@@ -181,6 +204,7 @@ func (c *Client) standbyLoop() {
 	defer t.Stop()
 	armed := false
 	var seen uint64 // c.takes when the timer was armed
+	idle := 0       // ticks the role has been free since a caller had it
 	done := c.conn.Done()
 	for {
 		fired := false
@@ -193,14 +217,25 @@ func (c *Client) standbyLoop() {
 		}
 		c.mu.Lock()
 		read := false
+		var cancel *call // a reading caller whose context ended
+		var cancelID uint64
 		switch c.role {
 		case roleEnded:
 			c.mu.Unlock()
 			return
 		case roleStandby:
 			read = true
+		case roleLeader:
+			if l := c.leader; fired && l.ctx != nil && l.ctx.Err() != nil {
+				cancel, cancelID = l, l.id
+			}
 		case roleFree:
-			if done == nil || (fired && c.takes == seen) {
+			if fired && c.takes == seen {
+				idle++
+			} else if c.takes != seen {
+				idle = 0
+			}
+			if done == nil || idle >= standbyIdleTicks {
 				c.role = roleStandby
 				read = true
 			}
@@ -211,6 +246,9 @@ func (c *Client) standbyLoop() {
 			armed = true
 		}
 		c.mu.Unlock()
+		if cancel != nil {
+			c.cancelCall(cancel, cancelID)
+		}
 		if !read {
 			continue
 		}
@@ -218,6 +256,7 @@ func (c *Client) standbyLoop() {
 			t.Stop()
 			armed = false
 		}
+		idle = 0
 		for {
 			if !c.conn.Resume() {
 				return // Closed ran: the role ended
