@@ -4,8 +4,8 @@
 // medians over interleaved repetitions.
 //
 // Built as is, the binary links every system. Built with the tags
-// benchone and bench_SYSTEM (raw, netrpc, rpcx, kitex, grpc, minidubbo) it
-// links that system alone; the parent runs each system's server and load
+// benchone and bench_SYSTEM (raw, netrpc, rpcx, kitex, grpc, minidubbo,
+// minidubbo_borrow for minidubbo-borrow) it links that system alone; the parent runs each system's server and load
 // clients as bench-SYSTEM from its own directory (-bin-dir) when that
 // exists, so no process carries another framework's packages, init-time
 // heap and globals. `make bench-peers` builds them all:

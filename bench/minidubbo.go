@@ -1,4 +1,4 @@
-//go:build !benchone || bench_minidubbo
+//go:build !benchone || bench_minidubbo || bench_minidubbo_borrow
 
 package main
 
@@ -20,10 +20,6 @@ import (
 // connections; on the provider the dubbo protocol, monitor filter and the
 // service method. Both sides' monitors count every call.
 
-func init() {
-	register(system{name: "minidubbo", serve: dubboServe, dial: dubboDial})
-}
-
 // EchoService is the provider.
 type EchoService struct{}
 
@@ -35,7 +31,10 @@ type echoStub struct {
 	Echo func(ctx context.Context, b []byte) ([]byte, error)
 }
 
-func dubboServe(ln net.Listener) (string, string, error) {
+func dubboServe(ln net.Listener) (string, string, error) { return dubboServeImpl(ln, EchoService{}) }
+
+// dubboServeImpl serves impl as the echo service.
+func dubboServeImpl(ln net.Listener, impl any) (string, string, error) {
 	ln.Close() // the protocol listens on its own port
 	app, err := config.New(&config.Config{
 		Application: config.ApplicationConfig{Name: "bench-provider"},
@@ -47,7 +46,7 @@ func dubboServe(ln net.Listener) (string, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	u, err := app.Export(ctx, "echo", EchoService{})
+	u, err := app.Export(ctx, "echo", impl)
 	if err != nil {
 		return "", "", err
 	}

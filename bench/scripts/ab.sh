@@ -4,16 +4,19 @@
 # bench/scripts/build.sh DIR REF; pass DIR/bench-SYSTEM): RUNS pairs of prof.sh runs (A, B,
 # A, B, ...; B first in odd pairs), then the medians per call of each side:
 # perf task-clock, getrusage CPU, syscalls, futex, context switches, calls/s
-# and p50. Run directories go to ${ABDIR:-/tmp/ab}/{a,b}N.
+# and p50. Run directories go to ${ABDIR:-/tmp/ab}/{a,b}N. SYSTEM may be
+# SYS_A,SYS_B to compare two systems (e.g. minidubbo,minidubbo-borrow with
+# DIR/bench-minidubbo and DIR/bench-minidubbo-borrow).
 set -u
 A=$1; Bb=$2; sys=$3; callers=$4; size=$5; runs=${6:-5}; dur=${7:-5}
+sysa=${sys%%,*}; sysb=${sys##*,}
 here=$(dirname "$0"); d=${ABDIR:-/tmp/ab}
 rm -rf $d; mkdir -p $d
 for i in $(seq $runs); do
   if [ $((i % 2)) = 1 ]; then order="a b"; else order="b a"; fi
   for w in $order; do
-    bin=$A; [ $w = b ] && bin=$Bb
-    B=$bin timeout $((dur + 60)) $here/prof.sh $sys $callers $size $d/$w$i $dur > $d/$w$i.txt 2>&1
+    bin=$A; s=$sysa; [ $w = b ] && bin=$Bb && s=$sysb
+    B=$bin timeout $((dur + 60)) $here/prof.sh $s $callers $size $d/$w$i $dur > $d/$w$i.txt 2>&1
   done
 done
 python3 - "$d" "$runs" "$dur" "$A" "$Bb" <<'PY'

@@ -18,7 +18,8 @@ if [ -n "$ref" ]; then
   git -C "$src" archive "$ref" | tar -x -C "$tmp"
   src=$tmp
 fi
-systems="raw netrpc rpcx kitex grpc minidubbo"
+# A system's tag is its name with "-" as "_" (minidubbo-borrow: bench_minidubbo_borrow).
+systems="raw netrpc rpcx kitex grpc minidubbo minidubbo-borrow"
 printf '%s\n' all $systems | xargs -P 2 -I{} sh -c '
   if [ {} = all ]; then exec "$0" -C "$1/bench" build -mod=mod -o "$2/bench" .; fi
-  exec "$0" -C "$1/bench" build -mod=mod -tags benchone,bench_{} -o "$2/bench-{}" .' "$GO" "$src" "$out"
+  exec "$0" -C "$1/bench" build -mod=mod -tags "benchone,bench_$(echo {} | tr - _)" -o "$2/bench-{}" .' "$GO" "$src" "$out"

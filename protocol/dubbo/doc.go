@@ -36,6 +36,12 @@
 // returns, however it ends (exchange.Client.Call): a caller may reuse it
 // at once, and must not modify it while the call runs.
 //
+// A parameter of type service.Borrowed is decoded as a slice of the
+// request's frame (msgpack; other serializations copy), not a copy: the
+// frame goes back to its pool once the method has returned and the
+// response, which may send those bytes (a Borrowed argument returned as
+// the reply is spliced like any large []byte), has been written.
+//
 // The protocol answers service.EchoMethod itself, after the token check,
 // and recovers a panic of the provider's filters or method (the caller gets
 // service.CodePanic with an incident id; the stack is logged under it).
