@@ -73,6 +73,16 @@ func registryConfig(address, dir string) config.RegistryConfig {
 
 // startProvider exports a named provider against the registry at address
 // and returns its application and registered host:port.
+//
+// Export does not always return with the provider's node in ZooKeeper:
+// Register waits for its first attempt at most RegisterWait (2 s here)
+// and leaves the rest to the background, and a first attempt can fail
+// and be retried. A consumer started then lists no provider, and its
+// calls fail with "no provider" until the node appears: correct, but not
+// what a test of a later fault wants to count. Tests that start a load
+// and then require no failed call wait for the node first
+// (waitProviders). TestE2ESessionExpiry did not; that is the likely cause
+// of its one failure in CI (load 20, 37k "no provider" errors).
 func startProvider(ctx context.Context, t *testing.T, address, name string) (*config.Application, string) {
 	t.Helper()
 	app, err := config.New(&config.Config{

@@ -62,6 +62,7 @@ func TestE2EZooKeeperDownUnderLoad(t *testing.T) {
 	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB) // see startProvider
 	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
 	l := startLoad(ctx, c, 4)
 	l.waitServedBy(ctx, t, "A", "B")
@@ -86,8 +87,10 @@ func TestE2EZooKeeperDownUnderLoad(t *testing.T) {
 func TestE2EZooKeeperDataWiped(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
+	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
 	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB) // see startProvider
 	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
 	l := startLoad(ctx, c, 4)
 	l.waitServedBy(ctx, t, "A", "B")
@@ -96,7 +99,6 @@ func TestE2EZooKeeperDataWiped(t *testing.T) {
 	zkc.Servers[0].WipeData()
 	zkc.Servers[0].Start()
 	restarted := time.Now()
-	raw := zktest.Client(t, zkc.Addrs()...)
 	waitProviders(ctx, t, raw, addrA, addrB)
 	t.Logf("providers listed again %v after the wiped server was serving", time.Since(restarted).Round(10*time.Millisecond))
 	l.waitServedBy(ctx, t, "A", "B")
@@ -118,10 +120,10 @@ func TestE2ESessionExpiry(t *testing.T) {
 	via := "zookeeper://" + proxy.Addr
 	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, via, "A")
+	kids := waitProviders(ctx, t, raw, addrA) // see startProvider
 	_, c := startConsumer(ctx, t, via, t.TempDir())
 	l := startLoad(ctx, c, 4)
 	l.waitServedBy(ctx, t, "A")
-	kids := waitProviders(ctx, t, raw, addrA)
 	_, st, err := raw.Exists(providersPath + "/" + kids[0])
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +157,7 @@ func TestE2EEnsembleMemberLoss(t *testing.T) {
 	zkc := zktest.StartEnsemble(t, 3)
 	raw := zktest.Client(t, zkc.Addrs()...)
 	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	waitProviders(ctx, t, raw, addrA) // see startProvider
 	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
 	l := startLoad(ctx, c, 4)
 	l.waitServedBy(ctx, t, "A")
@@ -188,8 +191,10 @@ func TestE2EEnsembleMemberLoss(t *testing.T) {
 func TestE2EConsumerStartsWhileZooKeeperDown(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
-	_, _ = startProvider(ctx, t, zkc.Address(), "A")
-	_, _ = startProvider(ctx, t, zkc.Address(), "B")
+	raw := zktest.Client(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB) // see startProvider
 	cacheDir := t.TempDir()
 	first, c := startConsumer(ctx, t, zkc.Address(), cacheDir)
 	l := startLoad(ctx, c, 2)
