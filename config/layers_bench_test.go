@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -44,7 +45,10 @@ func BenchmarkConsumerLayers(b *testing.B) {
 	defer cancel()
 	reg := memory.New()
 	defer reg.Close()
-	u := protocol.NewURL("echo", "127.0.0.1", 1, "bench.Echo", map[string]string{protocol.KeyInterface: "bench.Echo"})
+	// A start time, as every exported provider's URL has (the balancers
+	// weigh a provider up over its first minutes).
+	u := protocol.NewURL("echo", "127.0.0.1", 1, "bench.Echo", map[string]string{protocol.KeyInterface: "bench.Echo",
+		protocol.KeyTimestamp: strconv.FormatInt(time.Now().UnixMilli(), 10)})
 	if err := reg.Register(ctx, u); err != nil {
 		b.Fatal(err)
 	}
