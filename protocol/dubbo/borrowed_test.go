@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
@@ -140,12 +141,22 @@ func exportLender(t *testing.T, p interface {
 // refers to it was written would be read into again and show another
 // payload.
 func TestBorrowedArgumentsUnderLoad(t *testing.T) {
-	ctx := testCtx(t)
-	srv := newProtocol(t, nil)
-	u := exportLender(t, srv, &lender{})
-	cli := newProtocol(t, &dubboOptions{Connections: 2})
-	inv := refer(t, cli, u)
+	t.Run("tcp", func(t *testing.T) {
+		srv := newProtocol(t, nil)
+		u := exportLender(t, srv, &lender{})
+		borrowUnderLoad(t, refer(t, newProtocol(t, &dubboOptions{Connections: 2}), u))
+	})
+	t.Run("tls", func(t *testing.T) {
+		// TLS writes through a buffered writer, not writev.
+		serverTLS, clientTLS := testcert.SelfSigned(t)
+		srv := newProtocol(t, &dubboOptions{ServerTLS: serverTLS})
+		u := exportLender(t, srv, &lender{})
+		borrowUnderLoad(t, refer(t, newProtocol(t, &dubboOptions{Connections: 2, ClientTLS: clientTLS}), u))
+	})
+}
 
+func borrowUnderLoad(t *testing.T, inv protocol.Invoker) {
+	ctx := testCtx(t)
 	sizes := []int{8, 100, 4095, 4096, 5000, 16 << 10, 70 << 10}
 	const goroutines, calls = 12, 40
 	var wg sync.WaitGroup
