@@ -37,7 +37,7 @@ func newDirectWrite(nc net.Conn) *directWrite {
 		return nil
 	}
 	raw, err := sc.SyscallConn()
-	if err != nil {
+	if err != nil || !nonblocking(raw) {
 		return nil
 	}
 	d := &directWrite{raw: raw}
@@ -75,4 +75,23 @@ func (d *directWrite) write(b []byte) (int, error) {
 		return n, werr
 	}
 	return n, nil
+}
+
+// nonblocking reports whether the socket behind raw is in non-blocking
+// mode, as Go's net package leaves every socket it makes (dialled,
+// accepted, TCP or Unix). The raw reads and writes rely on it: they are
+// made without the runtime's syscall bookkeeping (Linux), so one that
+// waited in the kernel would keep its P, and the next stop-the-world
+// (every GC cycle) would wait for it, stalling the whole process for as
+// long as the peer sends nothing. A socket is blocking only when its
+// owner made it so (os.File.Fd on the dup File returns shares the mode,
+// for example); such a connection is read and written through net.Conn.
+// The mode is read once, when the connection is wrapped.
+func nonblocking(raw syscall.RawConn) bool {
+	nb := false
+	err := raw.Control(func(fd uintptr) {
+		fl, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+		nb = e == 0 && fl&syscall.O_NONBLOCK != 0
+	})
+	return err == nil && nb
 }

@@ -38,7 +38,7 @@ func newReader(nc net.Conn) io.Reader {
 		return nc
 	}
 	raw, err := sc.SyscallConn()
-	if err != nil {
+	if err != nil || !nonblocking(raw) {
 		return nc
 	}
 	r := &rawReader{raw: raw, nc: nc}
