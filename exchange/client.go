@@ -79,8 +79,15 @@ const (
 // that callers take and give back: one left free for a whole tick (no
 // call took it since the last look) it takes, so that a frame nobody
 // waits for (a heartbeat, the provider's read-only event, the end of the
-// connection) is read within two ticks.
-var standbyTick = 2 * time.Millisecond // a variable for tests
+// connection) is read within two ticks. While callers keep taking the
+// role between its looks, the tick doubles, up to standbyTickMax: every
+// look is a timer and a wake-up of the standby goroutine (often of a
+// thread), which a caller that calls again and again would otherwise pay
+// for 500 times a second. (Variables for tests.)
+var (
+	standbyTick    = 2 * time.Millisecond
+	standbyTickMax = 16 * time.Millisecond
+)
 
 // standbyIdleTicks is how many whole ticks a role must stay free before
 // the standby goroutine takes it (a variable for tests).

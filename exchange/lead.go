@@ -59,9 +59,11 @@ func (c *Client) takeLead(ctx context.Context, cl *call, id uint64, d time.Durat
 // lead reads the connection until cl's call has ended (takeLead made its
 // caller the reader), then takes the call's outcome from cl.done. A
 // context cancelled while it reads is seen by the standby goroutine at
-// its next tick (cancelCall), within standbyTick: a wait for it of its
-// own (context.AfterFunc) would cost every call three allocations.
-// Deadlines, the context's included, end the call on time (expire).
+// its next tick (cancelCall): within standbyTick for a call that has been
+// reading for a tick, within standbyTickMax for a call made among many
+// short ones; a wait for it of its own (context.AfterFunc) would cost
+// every call three allocations. Deadlines, the context's included, end
+// the call on time (expire).
 func (c *Client) lead(ctx context.Context, cl *call, id uint64, d time.Duration, fromCtx bool) {
 	c.led.Add(1)
 	done := ctx.Done()
@@ -195,9 +197,10 @@ func (c *Client) wakeStandby() {
 }
 
 // standbyLoop is the standby goroutine: it reads when handed the role,
-// and watches a role that callers take and give back, every standbyTick,
-// taking it when it was left free for a whole tick or when the
-// connection starts closing. It returns once the connection has ended.
+// and watches a role that callers take and give back, every tick (see
+// standbyTick), taking it when it was left free for a whole tick or when
+// the connection starts closing, and ending a reading call whose context
+// ended. It returns once the connection has ended.
 func (c *Client) standbyLoop() {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -205,6 +208,7 @@ func (c *Client) standbyLoop() {
 	armed := false
 	var seen uint64 // c.takes when the timer was armed
 	idle := 0       // ticks the role has been free since a caller had it
+	tick := standbyTick
 	done := c.conn.Done()
 	for {
 		fired := false
@@ -219,6 +223,14 @@ func (c *Client) standbyLoop() {
 		read := false
 		var cancel *call // a reading caller whose context ended
 		var cancelID uint64
+		active := c.takes != seen // callers took the role since the timer was armed
+		if fired {
+			if active {
+				tick = min(2*tick, standbyTickMax) // callers come and go: look less often
+			} else {
+				tick = standbyTick // one caller reads for long (its context is watched), or none
+			}
+		}
 		switch c.role {
 		case roleEnded:
 			c.mu.Unlock()
@@ -230,10 +242,10 @@ func (c *Client) standbyLoop() {
 				cancel, cancelID = l, l.id
 			}
 		case roleFree:
-			if fired && c.takes == seen {
-				idle++
-			} else if c.takes != seen {
+			if active {
 				idle = 0
+			} else if fired {
+				idle++
 			}
 			if done == nil || idle >= standbyIdleTicks {
 				c.role = roleStandby
@@ -242,7 +254,7 @@ func (c *Client) standbyLoop() {
 		}
 		if !read && !armed && (c.role == roleFree || c.role == roleLeader) {
 			seen = c.takes
-			t.Reset(standbyTick)
+			t.Reset(tick)
 			armed = true
 		}
 		c.mu.Unlock()
@@ -256,7 +268,7 @@ func (c *Client) standbyLoop() {
 			t.Stop()
 			armed = false
 		}
-		idle = 0
+		idle, tick = 0, standbyTick
 		for {
 			if !c.conn.Resume() {
 				return // Closed ran: the role ended
