@@ -81,8 +81,10 @@ type Options struct {
 	// afresh (default max(2 × SessionTimeout, 10 s)).
 	WatchdogTimeout time.Duration
 	// EmptyGrace: an empty provider list that replaces a non-empty one is
-	// held back for this long after the session was established or
-	// re-established (a reconnect), because providers whose own sessions
+	// held back for this long after the session was established, or after
+	// a reconnect or a new session following a loss plus about 2 s (the
+	// time go-zookeeper's reconnect pauses give a provider cut off by the
+	// same partition to re-register), because providers whose own sessions
 	// expired meanwhile may not have re-registered yet (default
 	// SessionTimeout).
 	EmptyGrace time.Duration

@@ -128,6 +128,10 @@ func (r *Registry) allRefused() bool {
 	return r.refusedRun > len(r.servers)
 }
 
+// testHookEmptyHeld, when set (tests), is called with how much longer an
+// empty provider list is held back (see peerRecovery).
+var testHookEmptyHeld func(wait time.Duration)
+
 // watchProviders keeps s's listener up to date with the providers node.
 func (r *Registry) watchProviders(s *sub) {
 	p := r.CategoryPath(s.consumer.Interface(), registry.CategoryProviders)
@@ -158,7 +162,7 @@ func (r *Registry) watchProviders(s *sub) {
 	defer retry.Stop()
 	for {
 		var watch <-chan zk.Event
-		if conn, _, start, up := r.ready(); up {
+		if conn, _, graceFrom, up := r.ready(); up {
 			kids, ch, err := r.guardedChildrenW(conn, s, p)
 			switch {
 			case errors.Is(err, errOversized):
@@ -192,9 +196,12 @@ func (r *Registry) watchProviders(s *sub) {
 				watch = ch
 				urls := r.parseProviders(s, p, kids)
 				if len(urls) == 0 && len(last) > 0 {
-					if wait := r.opts.EmptyGrace - time.Since(start); wait > 0 {
+					if wait := r.opts.EmptyGrace - time.Since(graceFrom); wait > 0 {
 						r.log.Info("zookeeper: empty provider list right after a (re)connect held back",
 							zap.String("service", s.key), zap.Duration("for", wait))
+						if testHookEmptyHeld != nil {
+							testHookEmptyHeld(wait)
+						}
 						retry.Reset(wait)
 						break
 					}

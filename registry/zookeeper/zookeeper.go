@@ -21,8 +21,9 @@
 //     file). Subscribe never blocks on ZooKeeper: when no session is up it
 //     serves the cached list and keeps trying.
 //   - An empty list replaces a non-empty one only when a healthy session
-//     reports it, and not within Options.EmptyGrace of a new session or a
-//     reconnect.
+//     reports it, and not within Options.EmptyGrace of a new session (after
+//     a reconnect or an expiry, of the moment the providers cut off with
+//     this client can have re-registered, about 2 s later).
 //
 // Child names that do not parse as provider URLs are skipped with a
 // warning and counted (Stats.Malformed); the rest are still delivered.
@@ -92,6 +93,7 @@ type Registry struct {
 	servingAt     time.Time   // when a server was seen serving (zero: not yet)
 	eofsAtServing int         // handshakeEOFs then
 	upAt          time.Time   // when the session was last (re)established
+	regained      bool        // upAt ended a loss, not the first session (peerRecovery)
 	settle        *time.Timer // kicks everyone sessionSettle after upAt
 	regs          map[string]*reg
 	deletes       map[string]*pendingDelete
@@ -430,6 +432,7 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		r.loseSessionLocked(now)
 	}
 	if kick {
+		r.regained = !r.upAt.IsZero()
 		r.upAt = now
 		if r.settle != nil {
 			r.settle.Stop()
@@ -474,15 +477,35 @@ func poke(ch chan struct{}) {
 	}
 }
 
+// peerRecovery is how long after this client's session came back from a
+// loss the providers cut off by the same partition may still be busy
+// re-registering, so an empty provider list is not believed before then
+// (Options.EmptyGrace counts from there). go-zookeeper (v1.0.4) pauses a
+// second before each round of dials, and again after a handshake the
+// server answered "session expired", before it dials for a new session;
+// then a provider's registry waits sessionSettle and creates its node.
+// So a provider whose session expired re-registers up to about two
+// seconds after the partition healed, while this client's own session
+// may have come back right then. EmptyGrace alone (SessionTimeout by
+// default, 2 s in config's tests) did not cover that: the consumer was
+// handed an empty list while the provider's re-registration was in flight.
+const peerRecovery = 2*time.Second + sessionSettle
+
 // ready returns the connection when a session is up, settled (see
-// sessionSettle) and the credentials (if any) were sent on it, and when
-// the session was last established or re-established.
-func (r *Registry) ready() (conn *zk.Conn, sid int64, upSince time.Time, ok bool) {
+// sessionSettle) and the credentials (if any) were sent on it, and the
+// moment from which an empty provider list's grace counts: when the
+// session was established, or, after a loss, peerRecovery after it was
+// re-established.
+func (r *Registry) ready() (conn *zk.Conn, sid int64, graceFrom time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ok = !r.closed && r.hasSession && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen) &&
 		time.Since(r.upAt) >= sessionSettle
-	return r.conn, r.sessionID, r.upAt, ok
+	graceFrom = r.upAt
+	if r.regained {
+		graceFrom = graceFrom.Add(peerRecovery)
+	}
+	return r.conn, r.sessionID, graceFrom, ok
 }
 
 // loop is the single writer: it creates and deletes this process's nodes,
