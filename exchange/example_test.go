@@ -1,9 +1,11 @@
 package exchange_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/transport"
 )
 
 func ExampleHeader() {
@@ -16,4 +18,22 @@ func ExampleHeader() {
 	// Output:
 	// da bb db 00 00 00 00 00 00 00 00 07 00 00 02 45
 	// true
+}
+
+// A handler that answers with bytes of the request itself, not a copy,
+// sets KeepBody: the server then keeps the request's frame until the
+// response has been written.
+func ExampleRequest_keepBody() {
+	echo := exchange.HandlerFunc(func(_ context.Context, req *exchange.Request) (*transport.Buffer, error) {
+		f := exchange.NewFrame()
+		f.Splice(req.Body) // sent from the request's own memory
+		req.KeepBody = true
+		return f, nil
+	})
+	req := &exchange.Request{Body: []byte("hello")}
+	f, _ := echo.Handle(context.Background(), req)
+	defer f.Release()
+	fmt.Println(req.KeepBody, f.Len()-exchange.HeaderSize)
+	// Output:
+	// true 5
 }

@@ -95,3 +95,15 @@ func KeepRoleFree(t testing.TB) {
 // Stops returns how many calls of c ended while their callers read the
 // connection, otherwise than by their responses (deadline, context).
 func (c *Client) Stops() uint64 { return c.stops.Load() }
+
+// WatchAnswers makes the servers started until t ends report on the
+// returned channel, for each request they answer, whether its response
+// frame holds the request's frame (Request.KeepBody and spliced bytes)
+// or the request's frame was released; the report is made before the
+// response is sent. The channel holds 64 reports: read them.
+func WatchAnswers(t testing.TB) <-chan bool {
+	ch := make(chan bool, 64)
+	testHookAnswered = func(_ Header, holds bool) { ch <- holds }
+	t.Cleanup(func() { testHookAnswered = nil })
+	return ch
+}

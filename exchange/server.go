@@ -27,12 +27,21 @@ const maxErrorMessage = 4 << 10
 // Request is a request handed to a Handler.
 type Request struct {
 	Header
-	// Body is the request body; it is valid until Handle returns, and
-	// the bytes of it that the response frame Handle returns splices
-	// (transport.Buffer.Splice) until that frame has been written: the
-	// server keeps the request's frame until then. So a handler may
-	// answer with bytes of the request without copying them.
+	// Body is the request body; it is valid until Handle returns, when
+	// the request's frame goes back to a pool to be read into again
+	// (unless the handler set KeepBody).
+	// A handler that answers with bytes of Body without copying them
+	// (the response frame splices them: transport.Buffer.Splice) must
+	// set KeepBody, or its response may send bytes of a later request.
 	Body []byte
+	// KeepBody, set by the handler before Handle returns, keeps Body's
+	// bytes valid until the response frame Handle returns has been
+	// written or dropped, when that frame has spliced bytes: the
+	// response frame then holds the request's frame (transport.Buffer.
+	// Hold). Unset, the request's frame is released as soon as Handle
+	// returns, so a response that sends copies (the common case) does
+	// not keep the request's memory alive while it waits to be written.
+	KeepBody bool
 	// RemoteAddr is the consumer's address.
 	RemoteAddr net.Addr
 	// Received is when the server read the request, before it waited
@@ -1110,15 +1119,19 @@ func (s *Server) run(j job) {
 // answer handles one request and returns its response frame, nil for a
 // one-way request, and whether the request was lone (see reply).
 func (s *Server) answer(j job) (*transport.Buffer, bool) {
-	resp, err := s.handle(j)
-	if resp != nil && resp.Spliced() {
+	resp, keep, err := s.handle(j)
+	holds := keep && resp != nil && resp.Spliced()
+	if holds {
 		// The response may send bytes of the request itself (a
-		// borrowed argument returned as the reply: Request.Body):
+		// borrowed argument returned as the reply: Request.KeepBody):
 		// the request's frame goes back to the pool with the
 		// response, once that has been written or dropped.
 		resp.Hold(j.f)
 	} else {
 		j.f.Release()
+	}
+	if testHookAnswered != nil {
+		testHookAnswered(j.hdr, holds)
 	}
 	lone := j.cs.inflight.Add(-1) == 0 && j.quiet
 	if !j.hdr.TwoWay {
@@ -1130,7 +1143,13 @@ func (s *Server) answer(j job) (*transport.Buffer, bool) {
 	return s.response(j.hdr, resp, err), lone
 }
 
-func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
+// testHookAnswered, when set (by tests only), runs in answer once a
+// request's frame is released or held by its response (holds), before
+// the response is sent.
+var testHookAnswered func(h Header, holds bool)
+
+// handle runs the handler for j; keep is the handler's Request.KeepBody.
+func (s *Server) handle(j job) (resp *transport.Buffer, keep bool, err error) {
 	cs := j.cs
 	req, lent := &cs.req, cs.reqLent.CompareAndSwap(false, true)
 	if !lent {
@@ -1150,11 +1169,12 @@ func (s *Server) handle(j job) (resp *transport.Buffer, err error) {
 			_, _ = rand.Read(b[:])
 			id := hex.EncodeToString(b[:])
 			s.opts.Logger.Error("handler panicked", zap.String("incident", id), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			resp, err = nil, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
+			resp, keep, err = nil, false, fmt.Errorf("%w: the provider failed (incident %s: see the provider's log)", status.ErrServerError, id)
 		}
 	}()
 	*req = Request{Header: j.hdr, Body: Body(j.f), RemoteAddr: j.conn.RemoteAddr(), Received: j.recv, Queued: j.queued}
-	return s.h.Handle(cs.ctx, req)
+	resp, err = s.h.Handle(cs.ctx, req)
+	return resp, req.KeepBody, err
 }
 
 // reply sends the response to req: resp with an OK status, or err's status

@@ -40,6 +40,10 @@ type request struct {
 	timeoutMillis                   int64
 	atts                            map[string]string
 	argc                            int64
+	// borrowed is set by decodeArgs when an argument is a slice of the
+	// body (a service.Borrowed the decoder lent): a response may then
+	// send bytes of the request (exchange.Request.KeepBody).
+	borrowed bool
 }
 
 // encodeRequest writes the body of inv: service, version, group, method,
@@ -254,11 +258,13 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 		if types[i] == borrowedType {
 			// The method borrows the bytes: they stay in the request's
 			// frame, which the exchange server keeps until the method has
-			// returned and a response that splices them is written.
-			v, err := decodeBorrowed(dec)
+			// returned and, as r.borrowed asks, a response that splices
+			// them is written.
+			v, lent, err := decodeBorrowed(dec)
 			if err != nil {
 				return nil, argError(r, types, i, err)
 			}
+			r.borrowed = r.borrowed || lent
 			if slots != nil {
 				slots.bytes[i] = v
 				args[i] = boxAt(&slots.bytes[i], borrowedWord)
@@ -290,17 +296,19 @@ func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed b
 }
 
 // decodeBorrowed decodes a service.Borrowed argument: a slice of the body
-// when the decoder can lend one, else a copy (as for a []byte).
-func decodeBorrowed(dec serialize.Decoder) ([]byte, error) {
+// when the decoder can lend one (lent), else a copy (as for a []byte).
+func decodeBorrowed(dec serialize.Decoder) ([]byte, bool, error) {
 	switch d := dec.(type) {
 	case serialize.BorrowingDecoder:
-		return d.DecodeBytesBorrowed()
+		b, err := d.DecodeBytesBorrowed()
+		return b, len(b) > 0, err
 	case serialize.BytesDecoder:
-		return d.DecodeBytes()
+		b, err := d.DecodeBytes()
+		return b, false, err
 	}
-	var b []byte
+	var b []byte // escapes: only here
 	err := dec.Decode(&b)
-	return b, err
+	return b, false, err
 }
 
 // eface is the layout of an interface value with no methods.

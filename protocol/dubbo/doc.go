@@ -40,7 +40,9 @@
 // request's frame (msgpack; other serializations copy), not a copy: the
 // frame goes back to its pool once the method has returned and the
 // response, which may send those bytes (a Borrowed argument returned as
-// the reply is spliced like any large []byte), has been written.
+// the reply is spliced like any large []byte), has been written
+// (exchange.Request.KeepBody). A request without such an argument goes
+// back to its pool as soon as the method returns.
 //
 // The protocol answers service.EchoMethod itself, after the token check,
 // and recovers a panic of the provider's filters or method (the caller gets

@@ -249,6 +249,10 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		st.badBodies.Add(1)
 		return nil, err
 	}
+	// Only a method that borrowed bytes of the request may answer with
+	// them: then the request's frame waits for the response's write.
+	// Otherwise it goes back to its pool as soon as Handle returns.
+	req.KeepBody = r.borrowed
 	if r.method == service.EchoMethod {
 		return encodeResponse(ser, &protocol.Result{Value: args[0]}, nil)
 	}
