@@ -20,10 +20,11 @@ import (
 //   - A synchronous call that finds it free (takeLead) holds it until
 //     its call ends: its response, read by itself, ends the holding in
 //     served; its deadline (expire) or its context (cancelLead) end the
-//     call and stop its reading (transport's Interrupt) at the next
-//     boundary between frames. It leaves the role free when no other
-//     call waits, else it hands it to the standby goroutine, which
-//     reads until no call waits, as the read loop did.
+//     call and stop its reading (transport's Interrupt) at once, also
+//     within a frame (the next reader finishes that frame, within its
+//     FrameTimeout), so that the call ends on time. It leaves the role
+//     free when no other call waits, else it hands it to the standby
+//     goroutine, which reads until no call waits, as the read loop did.
 //   - An asynchronous call (Go) that finds it free hands it to the
 //     standby goroutine: nothing of it waits to read.
 //   - The standby goroutine takes a role left free for a whole

@@ -108,14 +108,10 @@ type Conn struct {
 	epoch    atomic.Uint64 // counts Detach calls
 	detached atomic.Bool   // between Detach and Resume
 
-	// intr (Interrupt) asks the reading role to stop between frames;
-	// inFrame is set by the role while a frame it reads from the network
-	// has its FrameTimeout deadline, which Interrupt then leaves alone.
-	// dmu orders the read deadlines the role sets between frames and
-	// the one Interrupt sets.
-	intr    atomic.Bool
-	inFrame atomic.Bool
-	dmu     sync.Mutex
+	// intr (Interrupt) asks the reading role to stop; dmu orders the
+	// read deadlines the role sets and the past one Interrupt sets.
+	intr atomic.Bool
+	dmu  sync.Mutex
 	// interrupts counts the stops Interrupt caused (tests).
 	interrupts atomic.Uint64
 }
@@ -563,8 +559,15 @@ type readState struct {
 	// the current frame (FrameTimeout) rather than the wait for the next.
 	deadline      time.Time
 	frameDeadline bool
-	// fresh: the current frame's FrameTimeout deadline is set.
-	fresh bool
+	// fresh: the current frame's FrameTimeout deadline is set;
+	// frameEnd is that deadline.
+	fresh    bool
+	frameEnd time.Time
+	// A frame Interrupt stopped the role in the middle of, which the
+	// next holder finishes: hdrN bytes of its header in hdr (part nil),
+	// or its header and the body bytes read so far in part.
+	hdrN int
+	part *Buffer
 	// later: SendLater queued frames that flushLater has not looked at;
 	// spare is flushLater's reused slice.
 	later bool
@@ -620,9 +623,10 @@ var errInterrupted = errors.New("transport: reading interrupted")
 var pastDeadline = time.Unix(1, 0)
 
 // Interrupt makes the goroutine that holds the reading role stop reading
-// at the next boundary between frames: at once when it waits for the
-// next frame, else once the frame it reads has arrived (FrameTimeout
-// bounds that). It then gives the role up as Detach does: its Resume
+// at once: when it waits for the next frame, or for the rest of a frame
+// it has read part of (the next holder finishes that frame, within the
+// frame's own FrameTimeout), and else before it reads again (a frame it
+// serves is served whole). It then gives the role up as Detach does: its Resume
 // returns true (the connection's own read loop ends), and exactly one
 // goroutine must call Resume soon. An Interrupt while nobody reads stops
 // the next goroutine that does, before it reads anything; one role
@@ -634,12 +638,10 @@ var pastDeadline = time.Unix(1, 0)
 func (c *Conn) Interrupt() {
 	c.dmu.Lock()
 	c.intr.Store(true)
-	if !c.inFrame.Load() {
-		// Waiting for the next frame, or about to: the wait ends now.
-		// (A role that starts a frame after this sets its own
-		// deadline, under dmu, and stops after the frame.)
-		_ = c.nc.SetReadDeadline(pastDeadline)
-	}
+	// The wait ends now. A role that sets a deadline after this (under
+	// dmu) sees intr and leaves this one: its next read from the
+	// network fails, between frames or within one.
+	_ = c.nc.SetReadDeadline(pastDeadline)
 	c.dmu.Unlock()
 }
 
@@ -693,6 +695,10 @@ func (c *Conn) readOn() bool {
 	}
 	putReader(c.rs.br)
 	c.rs.br = nil
+	if c.rs.part != nil {
+		c.rs.part.Release()
+		c.rs.part = nil
+	}
 	c.shutdown(err, false)
 	<-c.writerDone
 	c.nc.Close()
@@ -714,11 +720,69 @@ func (c *Conn) frameStarted() error {
 		return nil
 	}
 	rs.fresh = true
+	rs.frameEnd = time.Now().Add(c.opts.FrameTimeout)
+	var err error
 	c.dmu.Lock()
-	c.inFrame.Store(true) // Interrupt leaves this deadline alone
-	err := rs.setDeadline(c.nc, time.Now().Add(c.opts.FrameTimeout), true)
+	if !c.intr.Load() {
+		// Else Interrupt's past deadline stays: the frame's next read
+		// from the network stops the role (stopped), and the next
+		// holder finishes the frame (frameAgain).
+		err = rs.setDeadline(c.nc, rs.frameEnd, true)
+	}
 	c.dmu.Unlock()
 	return err
+}
+
+// frameAgain sets again the deadline of a frame that Interrupt stopped
+// the previous holder in, for the rest of it (unless Interrupt asked this
+// holder to stop too).
+func (c *Conn) frameAgain() error {
+	rs := &c.rs
+	c.flushLater()
+	c.dmu.Lock()
+	if c.intr.Load() {
+		c.dmu.Unlock()
+		return c.interrupted()
+	}
+	rs.fresh = true
+	err := rs.setDeadline(c.nc, rs.frameEnd, true)
+	c.dmu.Unlock()
+	return err
+}
+
+// stopped reports whether err, from a read within a frame, is Interrupt's
+// past deadline: the role then stops, keeping what it read of the frame.
+func (c *Conn) stopped(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded) && c.intr.Load()
+}
+
+// readHeader reads the frame's header from hdr[k:] on (within a frame).
+func (c *Conn) readHeader(k int) error {
+	n, err := io.ReadFull(c.rs.br, c.rs.hdr[k:])
+	if err == nil {
+		return nil
+	}
+	if c.stopped(err) {
+		c.rs.hdrN = k + n
+		return c.interrupted()
+	}
+	return c.readErr(err)
+}
+
+// readFrameBody reads the rest of f's body, whose length its header
+// declares (checked against MaxPayload).
+func (c *Conn) readFrameBody(f *Buffer) error {
+	n := int(binary.BigEndian.Uint32(f.B[12:HeaderSize]))
+	err := readBody(c.rs.br, c.rd, f, n-(len(f.B)-HeaderSize))
+	if err == nil {
+		return nil
+	}
+	if c.stopped(err) {
+		c.rs.part = f
+		return c.interrupted()
+	}
+	f.Release()
+	return c.readErr(err)
 }
 
 func (c *Conn) read() error {
@@ -726,11 +790,32 @@ func (c *Conn) read() error {
 	hdr := rs.hdr[:]
 	for {
 		rs.fresh = false
-		// Between frames: Interrupt may stop the role from here on. (It
-		// sets inFrame false before it reads intr, and Interrupt sets
-		// intr before it reads inFrame: one of the two sees the other.)
-		if c.inFrame.Load() {
-			c.inFrame.Store(false)
+		if rs.part != nil || rs.hdrN > 0 {
+			// The previous holder was stopped within a frame.
+			if err := c.frameAgain(); err != nil {
+				return err
+			}
+			f := rs.part
+			if f == nil {
+				k := rs.hdrN
+				rs.hdrN = 0
+				if err := c.readHeader(k); err != nil {
+					return err
+				}
+				var err error
+				if f, err = c.frameOf(); err != nil {
+					return err
+				}
+			}
+			rs.part = nil
+			if err := c.readFrameBody(f); err != nil {
+				return err
+			}
+			c.lastRead.Store(monoNow())
+			if c.serve(f) {
+				return errDetached
+			}
+			continue
 		}
 		if c.intr.Load() {
 			return c.interrupted()
@@ -781,8 +866,8 @@ func (c *Conn) read() error {
 				return err
 			}
 			rs.br = getReader(c.rd, c.opts.ReadBufferSize)
-			if _, err := io.ReadFull(rs.br, hdr[1:]); err != nil {
-				return c.readErr(err)
+			if err := c.readHeader(1); err != nil {
+				return err
 			}
 		} else {
 			if rs.br.Buffered() < HeaderSize {
@@ -791,43 +876,58 @@ func (c *Conn) read() error {
 					return err
 				}
 			}
-			if _, err := io.ReadFull(rs.br, hdr); err != nil {
-				return c.readErr(err)
-			}
-		}
-		if binary.BigEndian.Uint16(hdr[0:2]) != Magic {
-			return fmt.Errorf("%w: % x", ErrBadMagic, hdr[0:2])
-		}
-		n := int(binary.BigEndian.Uint32(hdr[12:16]))
-		if n > c.opts.MaxPayload {
-			return fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
-		}
-		if rs.br.Buffered() < n {
-			c.flushLater()
-			if err := c.frameStarted(); err != nil {
+			if err := c.readHeader(0); err != nil {
 				return err
 			}
 		}
-		// As readBody would grow it: a declared length gets at most
-		// readStep bytes before they arrive.
-		f := getReadBuffer(HeaderSize + min(n, readStep))
-		f.B = append(f.B, hdr...)
-		if err := readBody(rs.br, c.rd, f, n); err != nil {
-			f.Release()
-			return c.readErr(err)
+		f, err := c.frameOf()
+		if err != nil {
+			return err
+		}
+		if err := c.readFrameBody(f); err != nil {
+			return err
 		}
 		if arrived || rs.fresh {
 			c.lastRead.Store(monoNow())
 		}
-		raceAcquireIO()
-		e := c.epoch.Load()
-		c.h.Serve(c, f)
-		if c.epoch.Load() != e {
-			// Serve detached: another goroutine reads on, and c.rs is
-			// its own now.
+		if c.serve(f) {
 			return errDetached
 		}
 	}
+}
+
+// frameOf checks the header read into hdr and returns the frame's buffer
+// with it, for its body.
+func (c *Conn) frameOf() (*Buffer, error) {
+	rs := &c.rs
+	hdr := rs.hdr[:]
+	if binary.BigEndian.Uint16(hdr[0:2]) != Magic {
+		return nil, fmt.Errorf("%w: % x", ErrBadMagic, hdr[0:2])
+	}
+	n := int(binary.BigEndian.Uint32(hdr[12:16]))
+	if n > c.opts.MaxPayload {
+		return nil, fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
+	}
+	if rs.br.Buffered() < n {
+		c.flushLater()
+		if err := c.frameStarted(); err != nil {
+			return nil, err
+		}
+	}
+	// As readBody would grow it: a declared length gets at most
+	// readStep bytes before they arrive.
+	f := getReadBuffer(HeaderSize + min(n, readStep))
+	f.B = append(f.B, hdr...)
+	return f, nil
+}
+
+// serve hands f to the Handler; it reports whether Serve detached:
+// another goroutine reads on, and c.rs is its own now.
+func (c *Conn) serve(f *Buffer) bool {
+	raceAcquireIO()
+	e := c.epoch.Load()
+	c.h.Serve(c, f)
+	return c.epoch.Load() != e
 }
 
 // readErr names a read deadline that passed within a frame.
@@ -898,7 +998,10 @@ func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
 		if br.Buffered() == 0 && len(p) >= directRead {
 			r = nc
 		}
-		if _, err := io.ReadFull(r, p); err != nil {
+		if k, err := io.ReadFull(r, p); err != nil {
+			// f keeps what arrived, for a frame finished later
+			// (Interrupt).
+			f.B = f.B[:len(f.B)-len(p)+k]
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}

@@ -1,0 +1,88 @@
+package exchange_test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
+)
+
+// stallPeer accepts one connection, answers its first request (echoing
+// the body), and to the second sends the header of a response of bodyLen
+// bytes and the first part bytes of its body, then nothing more until
+// the test ends. It returns its address.
+func stallPeer(t *testing.T, bodyLen, part int) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		for i := 0; i < 2; i++ {
+			var hdr [exchange.HeaderSize]byte
+			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+				return
+			}
+			body := make([]byte, binary.BigEndian.Uint32(hdr[12:16]))
+			if _, err := io.ReadFull(nc, body); err != nil {
+				return
+			}
+			h, err := exchange.ParseHeader(hdr[:])
+			if err != nil {
+				return
+			}
+			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(body))}
+			if i == 1 {
+				out.Length = uint32(bodyLen)
+				body = make([]byte, part)
+			}
+			var oh [exchange.HeaderSize]byte
+			out.Put(oh[:])
+			if _, err := nc.Write(append(oh[:], body...)); err != nil {
+				return
+			}
+		}
+		<-stop
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		l.Close()
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// A caller that reads its own response ends by its deadline even when
+// the provider stalls in the middle of a frame: the frame's own bound
+// (FrameTimeout, 30 s here) is the connection's, not the call's.
+func TestReadingCallEndsByDeadlineMidFrame(t *testing.T) {
+	exchange.KeepRoleFree(t)
+	ctx := testCtx(t)
+	c := dial(t, stallPeer(t, 256<<10, 1<<10), &exchange.Options{FrameTimeout: 30 * time.Second})
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, 100*time.Millisecond, 27, request("stalled"))
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		var te *status.TimeoutError
+		require.ErrorAs(t, err, &te)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call of 100 ms still runs after 5 s: its caller reads a frame the provider stalled in")
+	}
+	require.Equal(t, uint64(1), c.Led())
+}
