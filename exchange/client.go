@@ -49,7 +49,10 @@ type Client struct {
 	role    int8
 	leader  *call
 	takes   uint64
-	canLead bool          // the connection is a plain socket
+	canLead bool // the connection is a plain socket
+	// parked: the standby goroutine armed no timer while the leader
+	// reads with no context to watch; handOn wakes it.
+	parked  bool
 	standby chan struct{} // wakes the standby goroutine; 1 slot
 
 	readOnly atomic.Bool

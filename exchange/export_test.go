@@ -107,3 +107,11 @@ func WatchAnswers(t testing.TB) <-chan bool {
 	t.Cleanup(func() { testHookAnswered = nil })
 	return ch
 }
+
+// Parked reports whether c's standby goroutine has stopped looking at
+// the role while a caller with no context to watch reads.
+func (c *Client) Parked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parked
+}

@@ -31,7 +31,9 @@ import (
 //     standbyTick, so that frames nobody waits for (heartbeats, the
 //     provider's read-only event, the connection's end) are read within
 //     two ticks, and a free role when the connection starts closing, so
-//     that its end is read and Closed runs.
+//     that its end is read and Closed runs. While a caller reads for a
+//     whole tick with no context to watch, it arms no timer (parked)
+//     until handOn gives the role back.
 //
 // Only plain sockets (transport's Plain) do this; on others the read loop
 // reads throughout.
@@ -168,8 +170,16 @@ func (c *Client) served(cl *call) {
 // handOn gives up the reading role its holder stopped holding (c.mu
 // held): free when no call waits, else to the standby goroutine.
 func (c *Client) handOn() {
+	parked := c.parked
+	c.parked = false
 	if len(c.pending) == 0 {
 		c.role = roleFree
+		if parked {
+			// The standby goroutine stopped looking while the leader
+			// read with no context to watch: it watches the free role
+			// from now on.
+			c.wakeStandby()
+		}
 		return
 	}
 	c.role = roleStandby
@@ -239,8 +249,16 @@ func (c *Client) standbyLoop() {
 		case roleStandby:
 			read = true
 		case roleLeader:
-			if l := c.leader; fired && l.ctx != nil && l.ctx.Err() != nil {
+			l := c.leader
+			if fired && l.ctx != nil && l.ctx.Err() != nil {
 				cancel, cancelID = l, l.id
+			}
+			if fired && !active && l.ctx == nil {
+				// One caller reads for long with no context to watch
+				// (its deadline is the expiry timer's): nothing to look
+				// at until the role comes back, which wakes this
+				// goroutine (handOn), so no timer meanwhile.
+				c.parked = true
 			}
 		case roleFree:
 			if active {
@@ -253,7 +271,7 @@ func (c *Client) standbyLoop() {
 				read = true
 			}
 		}
-		if !read && !armed && (c.role == roleFree || c.role == roleLeader) {
+		if !read && !armed && !c.parked && (c.role == roleFree || c.role == roleLeader) {
 			seen = c.takes
 			t.Reset(tick)
 			armed = true
