@@ -12,12 +12,9 @@ import (
 // symbolic link, is owned by another user, or may be written by the group
 // or others: a provider list read from there could come from anyone.
 func checkPrivate(path string) error {
-	fi, err := os.Lstat(path)
+	fi, err := lstatNoLink(path)
 	if err != nil {
 		return err
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("%s is a symbolic link", path)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%s may be written by other users (mode %v)", path, fi.Mode().Perm())
