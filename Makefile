@@ -47,6 +47,7 @@ lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 ## cross: the module builds for Windows and macOS too. Not part of `make test`:
 ## a build for another OS starts from a cold cache for its standard library

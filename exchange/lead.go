@@ -232,8 +232,9 @@ func (c *Client) standbyLoop() {
 		}
 		c.mu.Lock()
 		read := false
-		var cancel *call // a reading caller whose context ended
+		var cancel *call // a reading caller whose context may have ended
 		var cancelID uint64
+		var watch context.Context // cancel's context, asked after mu is let go
 		active := c.takes != seen // callers took the role since the timer was armed
 		if fired {
 			if active {
@@ -250,8 +251,9 @@ func (c *Client) standbyLoop() {
 			read = true
 		case roleLeader:
 			l := c.leader
-			if fired && l.ctx != nil && l.ctx.Err() != nil {
-				cancel, cancelID = l, l.id
+			if fired && l.ctx != nil {
+				// Asked once mu is let go: Err may be the user's own code.
+				cancel, cancelID, watch = l, l.id, l.ctx
 			}
 			if fired && !active && l.ctx == nil {
 				// One caller reads for long with no context to watch
@@ -277,8 +279,8 @@ func (c *Client) standbyLoop() {
 			armed = true
 		}
 		c.mu.Unlock()
-		if cancel != nil {
-			c.cancelCall(cancel, cancelID)
+		if cancel != nil && watch.Err() != nil {
+			c.cancelCall(cancel, cancelID) // does nothing if the call has ended since
 		}
 		if !read {
 			continue

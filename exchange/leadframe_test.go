@@ -140,3 +140,44 @@ func TestStandbyWatchesReaderContext(t *testing.T) {
 	require.ErrorIs(t, <-errc, context.Canceled)
 	require.False(t, c.Parked())
 }
+
+// lockingCtx is a cancellable context whose Err takes the client's lock
+// (through Timed), as a user's own Context may call back into the client.
+type lockingCtx struct {
+	context.Context
+	c *exchange.Client
+}
+
+func (x lockingCtx) Err() error {
+	x.c.Timed()
+	return x.Context.Err()
+}
+
+// The standby goroutine asks a reading caller's context whether it ended
+// without holding the client's lock: a Context whose Err calls into the
+// client does not deadlock it, and the cancelled call ends.
+func TestStandbyAsksReaderContextUnlocked(t *testing.T) {
+	exchange.KeepRoleFree(t)
+	ctx := testCtx(t)
+	h := newEcho()
+	defer close(h.release)
+	_, addr := serve(t, h, nil)
+	c := dial(t, addr, nil)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(lockingCtx{cctx, c}, c, "block")
+		errc <- err
+	}()
+	<-h.started
+	waitLed(t, c, 1)
+	cancel()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-ctx.Done():
+		t.Fatal("the cancelled reading call did not end: the standby goroutine is stuck in the context's Err")
+	}
+}
