@@ -6,8 +6,12 @@
 # perf task-clock, getrusage CPU, syscalls, futex, context switches, calls/s
 # and p50. Run directories go to ${ABDIR:-/tmp/ab}/{a,b}N. SYSTEM may be
 # SYS_A,SYS_B to compare two systems (e.g. minidubbo,minidubbo-borrow with
-# DIR/bench-minidubbo and DIR/bench-minidubbo-borrow).
+# DIR/bench-minidubbo and DIR/bench-minidubbo-borrow). The runs take no CPU
+# profiles (prof.sh NOPROF=1): a profile's buffer is about 1.1 MiB of live
+# heap in each process, which at 16 KiB made the provider collect 39 times
+# per 10k calls instead of 62-68 as in the bench's table. PROF=1 takes them.
 set -u
+np=1; [ -n "${PROF:-}" ] && np=
 A=$1; Bb=$2; sys=$3; callers=$4; size=$5; runs=${6:-5}; dur=${7:-5}
 sysa=${sys%%,*}; sysb=${sys##*,}
 here=$(dirname "$0"); d=${ABDIR:-/tmp/ab}
@@ -16,7 +20,7 @@ for i in $(seq $runs); do
   if [ $((i % 2)) = 1 ]; then order="a b"; else order="b a"; fi
   for w in $order; do
     bin=$A; s=$sysa; [ $w = b ] && bin=$Bb && s=$sysb
-    B=$bin timeout $((dur + 60)) $here/prof.sh $s $callers $size $d/$w$i $dur > $d/$w$i.txt 2>&1
+    B=$bin NOPROF=$np timeout $((dur + 60)) $here/prof.sh $s $callers $size $d/$w$i $dur > $d/$w$i.txt 2>&1
   done
 done
 python3 - "$d" "$runs" "$dur" "$A" "$Bb" <<'PY'

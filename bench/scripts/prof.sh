@@ -2,7 +2,8 @@
 # prof.sh SYSTEM CALLERS SIZE OUTDIR [SECONDS]
 # One load run of SYSTEM (a server process and a client process of the bench
 # binary $B: see below; bench/scripts/build.sh /tmp/pa builds them), with a
-# CPU profile of each (OUTDIR/srv.prof, OUTDIR/cli.prof) and perf stat on each
+# CPU profile of each (OUTDIR/srv.prof, OUTDIR/cli.prof; none with NOPROF=1)
+# and perf stat on each
 # over the recorded window, printed per call: task-clock (µs), page faults,
 # context switches, syscalls by kind. EXTRA adds perf events (e.g. uprobes made
 # with: perf probe -x $B -a 'probe_bench:park_m=runtime.park_m'). Needs perf
@@ -12,13 +13,18 @@ sys=$1; callers=$2; size=$3; out=$4; dur=${5:-5}
 # B: the bench binary; default $BDIR/bench-SYSTEM (links that system alone; bench/scripts/build.sh BDIR), else $BDIR/bench
 BDIR=${BDIR:-/tmp/pa}; B=${B:-$BDIR/bench-$sys}; [ -x "$B" ] || B=$BDIR/bench
 mkdir -p $out; rm -f $out/in; mkfifo $out/in
-$B -serve $sys ${SRVFLAGS:-} -cpuprofile $out/srv.prof < $out/in > $out/srv.out 2>$out/srv.err &
+# NOPROF=1: no CPU profiles. The profiler's buffer (about 1.1 MiB per
+# process) is live heap, so with profiles a process that collects often
+# (16 KiB payloads) collects less often than it does in the bench's table.
+sprof="-cpuprofile $out/srv.prof"; cprof="-cpuprofile $out/cli.prof"
+[ -n "${NOPROF:-}" ] && sprof= && cprof=
+$B -serve $sys ${SRVFLAGS:-} $sprof < $out/in > $out/srv.out 2>$out/srv.err &
 spid=$!
 exec 3>$out/in
 for i in $(seq 100); do grep -q READY $out/srv.out 2>/dev/null && break; sleep 0.1; done
 read _ addr info stats < $out/srv.out
 EV=task-clock,page-faults,context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_read,syscalls:sys_enter_nanosleep,syscalls:sys_enter_sched_yield,syscalls:sys_enter_tgkill,syscalls:sys_enter_madvise,syscalls:sys_enter_getrusage${EXTRA:+,$EXTRA}
-$B -client $sys -addr $addr -info "$info" -server-pid $spid ${stats:+-server-stats $stats} -callers $callers -size $size -warmup 1s -duration ${dur}s ${CLIFLAGS:-} -cpuprofile $out/cli.prof > $out/cli.json 2>$out/cli.err &
+$B -client $sys -addr $addr -info "$info" -server-pid $spid ${stats:+-server-stats $stats} -callers $callers -size $size -warmup 1s -duration ${dur}s ${CLIFLAGS:-} $cprof > $out/cli.json 2>$out/cli.err &
 cpid=$!
 sleep 1.3
 perf stat -x, -e $EV -p $spid -- sleep $((dur-1)) 2> $out/srv.stat &

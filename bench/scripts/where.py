@@ -10,11 +10,24 @@ res = json.load(open(sys.argv[1]))
 calls = res["qps"] * float(sys.argv[2])
 side = sys.argv[3]
 
-GC = [("runtime.gcBgMarkWorker", "GC mark (background worker)"),
+# A collection's phase changes (stopping the world, forEachP's handshakes
+# with every P, including their waits for a P to answer) are counted apart
+# from marking, whoever runs them; marking is split by what it scans.
+GC = [("runtime.stopTheWorldWithSema", "GC phase changes (stop the world, forEachP)"),
+      ("runtime.forEachPInternal", "GC phase changes (stop the world, forEachP)"),
+      ("runtime.gcStart", "GC start/stop"), ("runtime.gcMarkDone", "GC start/stop"),
+      ("runtime.gcMarkTermination", "GC start/stop"),
+      ("runtime.scanstack", "GC mark: goroutine stacks"),
+      ("runtime.markrootBlock", "GC mark: globals"),
+      ("runtime.gcBgMarkWorker", "GC mark (background worker)"),
       ("runtime.gcAssistAlloc", "GC mark assist (in allocation)"),
       ("runtime.bgsweep", "GC sweep"), ("runtime.bgscavenge", "scavenger"),
-      ("runtime.gcStart", "GC start/stop"), ("runtime.gcMarkDone", "GC start/stop"),
-      ("runtime.gcMarkTermination", "GC start/stop")]
+      # Allocation's slow paths: an object of a size class with one object
+      # per span (16 KiB) takes a span from the heap on every allocation;
+      # a sample of the memory profile (runtime.MemProfileRate) unwinds
+      # the allocating stack.
+      ("runtime.(*mcache).refill", "malloc: new span (mcache refill)"),
+      ("runtime.profilealloc", "malloc: memory profile sample")]
 SCHED = {"runtime.schedule", "runtime.findRunnable", "runtime.park_m", "runtime.gopark",
          "runtime.goready", "runtime.ready", "runtime.wakep", "runtime.netpoll", "runtime.stopm",
          "runtime.startm", "runtime.mcall", "runtime.goschedImpl", "runtime.sysmon",
