@@ -216,7 +216,9 @@ func TestCloseDuringInlineWrite(t *testing.T) {
 // BenchmarkCallers is calls over one connection to an echo server in this
 // process, with 1 and 16 concurrent callers (581-byte bodies); inline/op is
 // the share of requests their callers wrote themselves (alone on the
-// connection), the rest went through the connection's writer.
+// connection), the rest went through the connection's writer; led/op the
+// share of calls whose callers read their own responses (the reading role
+// found free, lead.go).
 func BenchmarkCallers(b *testing.B) {
 	_, addr := serve(b, newEcho(), nil)
 	body := strings.Repeat("p", 581)
@@ -234,7 +236,7 @@ func BenchmarkCallers(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.SetParallelism(max(n/runtime.GOMAXPROCS(0), 1))
-			start := c.Inline()
+			start, led0 := c.Inline(), c.Led()
 			b.ResetTimer()
 			if n == 1 {
 				for b.Loop() {
@@ -248,6 +250,7 @@ func BenchmarkCallers(b *testing.B) {
 				})
 			}
 			b.ReportMetric(float64(c.Inline()-start)/float64(b.N), "inline/op")
+			b.ReportMetric(float64(c.Led()-led0)/float64(b.N), "led/op")
 		})
 	}
 }
