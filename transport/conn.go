@@ -103,6 +103,9 @@ type Conn struct {
 	// directWrites those of WriteNow (tests).
 	writerWrites atomic.Uint64
 	directWrites atomic.Uint64
+	// laterWrites counts the writes of SendLater's frames by the
+	// reading role (tests).
+	laterWrites atomic.Uint64
 
 	rs       readState     // the reading role's
 	epoch    atomic.Uint64 // counts Detach calls
@@ -272,6 +275,16 @@ func (c *Conn) Kick() {
 // is Send, and so it is for a frame of laterMax bytes or more (or with
 // spliced bytes): large frames arrive one per read, so the reader would
 // write each alone, where the writer gathers them.
+//
+// One read that brought many frames is answered in two writes, not one:
+// once laterSplit or more frames are queued and as many or fewer (but
+// laterSplit at least) remain buffered (about half of the read), SendLater writes
+// what is queued at once, so that the peer starts on those answers while
+// the reader serves the rest of the read; the rest leave before the read
+// loop next waits, as before. Answered all at the end, the peer of a
+// connection that carries all its calls waits idle while the reader runs
+// them, and the reader idles while the peer runs its answers: the two
+// take turns instead of overlapping.
 func (c *Conn) SendLater(f *Buffer) error {
 	if c.direct == nil || f.Len() >= laterMax || f.Spliced() {
 		return c.Send(f)
@@ -279,17 +292,34 @@ func (c *Conn) SendLater(f *Buffer) error {
 	if err := c.enqueue(f); err != nil {
 		return err
 	}
-	c.rs.later = true
+	rs := &c.rs
+	rs.later = true
+	rs.laterN++
+	if !rs.split && rs.laterN >= laterSplit {
+		// About as many frames left in the read as answered, and
+		// laterSplit at least.
+		if b := c.Buffered(); b >= laterSplit*rs.frameLen && b <= rs.laterN*rs.frameLen {
+			rs.split = true
+			c.writeLater()
+		}
+	}
 	return nil
 }
 
 // laterMax is the size from which SendLater is Send.
 const laterMax = 4 << 10
 
+// laterSplit is the least number of frames SendLater writes before the
+// read that brought their requests is used up, and the least left to
+// answer after (see SendLater): a read of fewer than twice as many frames
+// is answered with one write.
+const laterSplit = 4
+
 // flushLater writes the frames SendLater queued, before the read loop
 // waits for the network: from this goroutine when nobody else writes,
-// else they are the writer's already.
+// else they are the writer's already. The next read may be split again.
 func (c *Conn) flushLater() {
+	c.rs.split = false
 	if c.rs.later {
 		c.writeLater()
 	}
@@ -299,6 +329,7 @@ func (c *Conn) flushLater() {
 func (c *Conn) writeLater() {
 	rs := &c.rs
 	rs.later = false
+	rs.laterN = 0
 	c.mu.Lock()
 	if c.err != nil || c.writing || len(c.queue) == 0 {
 		// Closing, or the writer (or a SendNow, which wakes it when it
@@ -325,6 +356,7 @@ func (c *Conn) writeLater() {
 	}
 	raceReleaseIO()
 	n, err := c.direct.writev(q)
+	c.laterWrites.Add(1)
 	var rest []*Buffer
 	if err == nil {
 		rest = unwritten(q, n)
@@ -569,9 +601,14 @@ type readState struct {
 	hdrN int
 	part *Buffer
 	// later: SendLater queued frames that flushLater has not looked at;
-	// spare is flushLater's reused slice.
-	later bool
-	spare []*Buffer
+	// spare is flushLater's reused slice. laterN counts those frames,
+	// and split is set once SendLater wrote within the current read
+	// (see SendLater); frameLen is the length of the frame served last.
+	later    bool
+	spare    []*Buffer
+	laterN   int
+	split    bool
+	frameLen int
 }
 
 // errDetached ends a read loop whose Handler.Serve called Detach.
@@ -926,6 +963,7 @@ func (c *Conn) frameOf() (*Buffer, error) {
 func (c *Conn) serve(f *Buffer) bool {
 	raceAcquireIO()
 	e := c.epoch.Load()
+	c.rs.frameLen = len(f.B)
 	c.h.Serve(c, f)
 	return c.epoch.Load() != e
 }

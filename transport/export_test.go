@@ -17,6 +17,14 @@ func WriteAll(nc net.Conn, bufs [][]byte) error {
 // NewSocketReader returns what a Conn's read loop would read nc with.
 func NewSocketReader(nc net.Conn) io.Reader { return newReader(nc) }
 
+// LaterWrites returns how many writes of SendLater's frames c's reading
+// role made.
+func LaterWrites(c *Conn) uint64 { return c.laterWrites.Load() }
+
+// LaterSplit is the least number of frames SendLater writes before the
+// read is used up.
+const LaterSplit = laterSplit
+
 // DirectWrites returns how many writes WriteNow (and SendNow) made on c.
 func DirectWrites(c *Conn) uint64 { return c.directWrites.Load() }
 

@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -150,6 +151,87 @@ func TestSendLaterLargeFramesGoToWriter(t *testing.T) {
 	require.Equal(t, big, body)
 	require.Eventually(t, func() bool { return transport.WriterWrites(server) == 1 }, 5*time.Second, time.Millisecond,
 		"the writer wrote it")
+	require.NoError(t, server.Close())
+	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+}
+
+// gatedEcho echoes every frame with SendLater, but holds the answer to
+// frame last until gate is closed or ctx ends; passed reports whether the
+// gate was open by then.
+type gatedEcho struct {
+	ctx    context.Context
+	last   uint64
+	gate   chan struct{}
+	passed chan bool
+	closed chan error
+}
+
+func (h *gatedEcho) Serve(c *transport.Conn, f *transport.Buffer) {
+	if binary.BigEndian.Uint64(f.B[4:12]) == h.last {
+		select {
+		case <-h.gate:
+			h.passed <- true
+		case <-h.ctx.Done():
+			h.passed <- false
+		}
+	}
+	_ = c.SendLater(f)
+}
+
+func (h *gatedEcho) Closed(_ *transport.Conn, err error) { h.closed <- err }
+
+// Many frames read together are answered in two writes: the first half
+// leaves while the reader still serves the second (the peer starts on
+// those answers meanwhile), the rest before the reader waits for more.
+// Here the last frame's answer waits until the client has the first
+// answer: with all answers written at the end, it would wait for ever.
+func TestSendLaterSplitsLongRead(t *testing.T) {
+	ctx := testCtx(t)
+	client, nc := netConns(t)
+	defer client.Close()
+	const n = 16
+	h := &gatedEcho{ctx: ctx, last: n - 1, gate: make(chan struct{}), passed: make(chan bool, 1), closed: make(chan error, 1)}
+	server := transport.NewConn(nc, h, nil)
+	var all []byte
+	for i := range n {
+		all = append(all, rawFrame(uint64(i), "hello")...)
+	}
+	_, err := client.Write(all)
+	require.NoError(t, err)
+	require.NoError(t, client.SetReadDeadline(deadline(t)))
+	id, body := readFrame(t, client)
+	require.Equal(t, uint64(0), id)
+	require.Equal(t, "hello", body)
+	close(h.gate)
+	require.True(t, <-h.passed, "the first answers left before the last request of the read was answered")
+	for i := 1; i < n; i++ {
+		id, body := readFrame(t, client)
+		require.Equal(t, uint64(i), id, "in order")
+		require.Equal(t, "hello", body)
+	}
+	require.Equal(t, uint64(2), transport.LaterWrites(server), "two writes: half of the read, then the rest")
+	require.Zero(t, transport.WriterWrites(server))
+	require.NoError(t, server.Close())
+	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+}
+
+// A read of fewer than twice LaterSplit frames is answered with one write.
+func TestSendLaterShortReadOneWrite(t *testing.T) {
+	client, server, h := laterServer(t)
+	defer client.Close()
+	n := 2*transport.LaterSplit - 1
+	var all []byte
+	for i := range n {
+		all = append(all, rawFrame(uint64(i), "hello")...)
+	}
+	_, err := client.Write(all)
+	require.NoError(t, err)
+	require.NoError(t, client.SetReadDeadline(deadline(t)))
+	for i := range n {
+		id, _ := readFrame(t, client)
+		require.Equal(t, uint64(i), id)
+	}
+	require.Equal(t, uint64(1), transport.LaterWrites(server))
 	require.NoError(t, server.Close())
 	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
 }
