@@ -3,9 +3,7 @@ package dubbo_test
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/minidubbo/minidubbo/protocol"
 )
@@ -51,15 +49,6 @@ func BenchmarkReply(b *testing.B) {
 			}
 		}
 	}
-}
-
-// cpuTime returns the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkBytesEcho is a call with a []byte argument and reply through
