@@ -87,9 +87,11 @@ func TestSendLaterWrittenByReader(t *testing.T) {
 		require.Equal(t, uint64(i), id, "in order")
 		require.Equal(t, "hello", body)
 	}
-	require.Zero(t, transport.WriterWrites(server), "the reader wrote the answers itself")
+	// Counted after each write returns, so read once Close has waited
+	// for the connection's goroutines.
 	require.NoError(t, server.Close())
 	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+	require.Zero(t, transport.WriterWrites(server), "the reader wrote the answers itself")
 }
 
 // A reader that has read part of the next frame writes what it queued
@@ -149,10 +151,9 @@ func TestSendLaterLargeFramesGoToWriter(t *testing.T) {
 	id, body := readFrame(t, client)
 	require.Equal(t, uint64(1), id)
 	require.Equal(t, big, body)
-	require.Eventually(t, func() bool { return transport.WriterWrites(server) == 1 }, 5*time.Second, time.Millisecond,
-		"the writer wrote it")
 	require.NoError(t, server.Close())
 	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+	require.Equal(t, uint64(1), transport.WriterWrites(server), "the writer wrote it")
 }
 
 // gatedEcho echoes every frame with SendLater, but holds the answer to
@@ -209,10 +210,13 @@ func TestSendLaterSplitsLongRead(t *testing.T) {
 		require.Equal(t, uint64(i), id, "in order")
 		require.Equal(t, "hello", body)
 	}
-	require.Equal(t, uint64(2), transport.LaterWrites(server), "two writes: half of the read, then the rest")
-	require.Zero(t, transport.WriterWrites(server))
+	// The counts are made after each write returns: the client may have
+	// read its bytes before that, so they are read after Close, which
+	// waits for the connection's goroutines.
 	require.NoError(t, server.Close())
 	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+	require.Equal(t, uint64(2), transport.LaterWrites(server), "two writes: half of the read, then the rest")
+	require.Zero(t, transport.WriterWrites(server))
 }
 
 // A read of fewer than twice LaterSplit frames is answered with one write.
@@ -231,7 +235,8 @@ func TestSendLaterShortReadOneWrite(t *testing.T) {
 		id, _ := readFrame(t, client)
 		require.Equal(t, uint64(i), id)
 	}
-	require.Equal(t, uint64(1), transport.LaterWrites(server))
-	require.NoError(t, server.Close())
+	require.NoError(t, server.Close()) // then the count is final: see above
 	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
+	require.Equal(t, uint64(1), transport.LaterWrites(server))
+	require.Zero(t, transport.WriterWrites(server))
 }
