@@ -106,6 +106,11 @@ type Options struct {
 	// the wall time from it (exact unless the wall clock is set while the
 	// process runs): on a virtual machine it costs half of time.Now.
 	Now func() time.Time
+	// NoProvider, when set, rewrites the error of a call that ends with
+	// no provider to go to (an error wrapping ErrNoProvider) before
+	// Invoke returns it; config adds what the registries list. Other
+	// errors do not reach it.
+	NoProvider func(err error) error
 }
 
 // DefaultOptions returns the options of a failover cluster over the random
@@ -271,6 +276,8 @@ type Invoker struct {
 	lb            loadbalance.LoadBalance
 	stats         *loadbalance.Stats
 	strategy      Strategy
+	run           StrategyFunc // strategy, when it is a StrategyFunc: called without the method's frame
+	noProvider    func(error) error
 	routing       atomic.Pointer[routing]
 	state         atomic.Pointer[state]
 	mu            sync.Mutex // serializes building a new state
@@ -302,7 +309,7 @@ func New(dir Directory, opts Options) (*Invoker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Invoker{dir: dir, url: o.URL, log: o.Logger, now: o.Now, realClock: opts.Now == nil, retries: o.Retries, methodRetries: maps.Clone(o.MethodRetries), forks: o.Forks, name: o.Strategy}
+	c := &Invoker{dir: dir, url: o.URL, log: o.Logger, now: o.Now, realClock: opts.Now == nil, retries: o.Retries, methodRetries: maps.Clone(o.MethodRetries), forks: o.Forks, name: o.Strategy, noProvider: o.NoProvider}
 	c.lb = o.Balancer
 	if c.lb == nil {
 		// Fresh statistics unless BalancerOptions bring shared ones (several
@@ -320,6 +327,7 @@ func New(dir Directory, opts Options) (*Invoker, error) {
 	if c.strategy, err = o.Strategies.New(o.Strategy, o); err != nil {
 		return nil, err
 	}
+	c.run, _ = c.strategy.(StrategyFunc)
 	if c.url == nil {
 		c.url = protocol.NewURL("consumer", "", 0, "", nil)
 	}
@@ -335,7 +343,19 @@ func (c *Invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	return c.strategy.Invoke(ctx, c, inv)
+	var (
+		res *protocol.Result
+		err error
+	)
+	if c.run != nil {
+		res, err = c.run(ctx, c, inv)
+	} else {
+		res, err = c.strategy.Invoke(ctx, c, inv)
+	}
+	if err != nil && c.noProvider != nil && errors.Is(err, ErrNoProvider) {
+		err = c.noProvider(err)
+	}
+	return res, err
 }
 
 // Available reports whether any listed provider is available.

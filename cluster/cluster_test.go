@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,47 @@ func TestNoProvider(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoProvider)
 	assert.ErrorContains(t, err, "none of 2 providers is available")
 	assert.Equal(t, []int64{0, 0}, counts(fs))
+}
+
+// Options.NoProvider rewrites the errors that wrap ErrNoProvider, with
+// every strategy that returns them, after a retry too, and nothing else.
+func TestNoProviderExplained(t *testing.T) {
+	var explained atomic.Int64
+	explain := func(err error) error {
+		explained.Add(1)
+		return fmt.Errorf("%w; asked nobody", err)
+	}
+	for _, s := range []string{Failover, Failfast, Forking, Broadcast} {
+		c := newCluster(t, NewStatic(), Options{Strategy: s, NoProvider: explain})
+		_, err := c.Invoke(testCtx(t), invocation("SayHello"))
+		require.ErrorIs(t, err, ErrNoProvider, s)
+		assert.EqualError(t, err, "cluster: no provider for service demo.Greeter:1.0 (method SayHello); asked nobody", s)
+	}
+	assert.Equal(t, int64(4), explained.Load())
+
+	// The first attempt fails without an answer and takes its provider
+	// down; the retry finds none left.
+	fs := fakes(1)
+	fs[0].answer = func(context.Context, int64) error {
+		fs[0].down.Store(true)
+		return status.ErrConnLost
+	}
+	c := newCluster(t, static(fs), Options{Retries: 2, NoProvider: explain})
+	_, err := c.Invoke(testCtx(t), invocation("SayHello"))
+	require.ErrorIs(t, err, ErrNoProvider)
+	assert.ErrorContains(t, err, "; asked nobody")
+	assert.Equal(t, int64(5), explained.Load())
+
+	// Answers and other failures are not explained.
+	for _, answer := range []error{nil, status.ErrConnLost, &service.Error{Message: "no"}} {
+		fs := fakes(1)
+		fs[0].answer = func(context.Context, int64) error { return answer }
+		c := newCluster(t, static(fs), Options{NoProvider: explain})
+		_, err := c.Invoke(testCtx(t), invocation("SayHello"))
+		assert.Equal(t, answer != nil, err != nil, "%v", answer)
+		assert.NotErrorIs(t, err, ErrNoProvider)
+	}
+	assert.Equal(t, int64(5), explained.Load())
 }
 
 func TestFailover(t *testing.T) {

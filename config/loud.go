@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/registry"
 )
@@ -74,18 +73,13 @@ func (a *Application) awaitRegistry(ctx context.Context, id string, r registry.R
 	}
 }
 
-// explainingInvoker adds the registries' view to "no provider" errors:
-// which registry was asked, whether it is connected, and which versions
-// and groups of the interface it lists.
-type explainingInvoker struct {
-	protocol.Invoker
-	explain func() string
-}
-
-func (e explainingInvoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
-	res, err := e.Invoker.Invoke(ctx, inv)
-	if err != nil && errors.Is(err, cluster.ErrNoProvider) {
-		err = fmt.Errorf("%w; asked %s", err, e.explain())
+// explainNoProvider returns what adds the registries' view to "no
+// provider" errors of ref's calls (cluster.Options.NoProvider): which
+// registry was asked, whether it is connected, and which versions and
+// groups of the interface it lists.
+func (a *Application) explainNoProvider(ref *reference, s refSpec) func(error) error {
+	ids := a.registryIDs(s.rc.Registries)
+	return func(err error) error {
+		return fmt.Errorf("%w; asked %s", err, a.describeRegistries(ids, ref.subs, ref.consumer))
 	}
-	return res, err
 }

@@ -184,7 +184,7 @@ func (a *Application) buildRef(ctx context.Context, s refSpec) (*reference, erro
 			return nil, err
 		}
 	}
-	if err := s.bind(a.callChain(ref, s, methods)); err != nil {
+	if err := s.bind(a.callChain(s, methods)); err != nil {
 		ref.close()
 		return nil, fmt.Errorf("config: refer %s: %w", s.id, err)
 	}
@@ -313,11 +313,15 @@ func (a *Application) attemptChain(s refSpec, inv protocol.Invoker) protocol.Inv
 // clusterInvokers joins dir into one cluster invoker per load balancer
 // the reference uses (its own, and those its methods name; they share
 // the per-provider statistics), kept in ref.clusters, and returns the
-// invoker that sends each method's calls to the cluster of its balancer.
-func (a *Application) clusterInvokers(ref *reference, s refSpec, dir cluster.Directory, routers []cluster.Router) (*methodInvoker, error) {
+// invoker that sends each method's calls to the cluster of its balancer:
+// the reference's own cluster invoker when every method uses it.
+func (a *Application) clusterInvokers(ref *reference, s refSpec, dir cluster.Directory, routers []cluster.Router) (protocol.Invoker, error) {
 	opts, err := a.clusterOptions(s, ref.consumer, routers)
 	if err != nil {
 		return nil, err
+	}
+	if ref.dir != nil {
+		opts.NoProvider = a.explainNoProvider(ref, s)
 	}
 	byBalancer := map[string]*cluster.Invoker{}
 	forBalancer := func(lb string) (*cluster.Invoker, error) {
@@ -340,13 +344,21 @@ func (a *Application) clusterInvokers(ref *reference, s refSpec, dir cluster.Dir
 	}
 	mi := &methodInvoker{def: top, url: ref.consumer, methods: map[string]methodOptions{}}
 	for m, mc := range s.rc.Methods {
-		mo := methodOptions{invoker: top}
-		if mc.LoadBalance != "" {
-			if mo.invoker, err = forBalancer(mc.LoadBalance); err != nil {
-				return nil, fmt.Errorf("config: refer %s method %s: %w", s.id, m, err)
-			}
+		if mc.LoadBalance == "" {
+			continue // the reference's own
 		}
-		mi.methods[m] = mo
+		c, err := forBalancer(mc.LoadBalance)
+		if err != nil {
+			return nil, fmt.Errorf("config: refer %s method %s: %w", s.id, m, err)
+		}
+		if c != top {
+			mi.methods[m] = methodOptions{invoker: c}
+		}
+	}
+	if len(mi.methods) == 0 {
+		// One frame less for every call (and in every waiting call's
+		// stack): the cluster invoker's URL is the reference's too.
+		return top, nil
 	}
 	return mi, nil
 }
@@ -451,21 +463,16 @@ func (a *Application) awaitProviders(ctx context.Context, ref *reference, s refS
 // callChain is the reference's top invoker: what runs once per call,
 // above the cluster and whether or not a provider is reached, in order:
 // the monitor's call counting, WithFilters' call filters, the
-// reference's named ones, then methods (with "no provider" errors
-// explained by what the registries hold).
-func (a *Application) callChain(ref *reference, s refSpec, methods *methodInvoker) protocol.Invoker {
-	var head protocol.Invoker = methods
-	if ref.dir != nil {
-		ids, regs, consumer := a.registryIDs(s.rc.Registries), ref.subs, ref.consumer
-		head = explainingInvoker{Invoker: methods, explain: func() string { return a.describeRegistries(ids, regs, consumer) }}
-	}
+// reference's named ones, then methods (the cluster invokers explain
+// "no provider" errors by what the registries hold: explainNoProvider).
+func (a *Application) callChain(s refSpec, methods protocol.Invoker) protocol.Invoker {
 	var calls []protocol.Filter
 	if s.counted {
 		calls = append(calls, a.monitor.CallFilter())
 	}
 	calls = append(calls, a.filters.call...)
 	calls = append(calls, a.byName(s.rc.CallFilters)...)
-	return protocol.Chain(head, calls...)
+	return protocol.Chain(methods, calls...)
 }
 
 // referWait is how long Refer waits for a first provider list: the
