@@ -40,6 +40,7 @@ type Count struct{ r Recorder }
 
 var (
 	_ protocol.Filter           = (*Count)(nil)
+	_ protocol.Linker           = (*Count)(nil)
 	_ protocol.ResponseObserver = (*Count)(nil)
 )
 
@@ -69,6 +70,66 @@ func (f *Count) Invoke(ctx context.Context, inv *protocol.Invocation, next proto
 // (the provider side's is, to count bytes out).
 func (f *Count) ResponseSent(inv *protocol.Invocation, bytes int) {
 	if o, ok := f.r.(protocol.ResponseObserver); ok {
+		o.ResponseSent(inv, bytes)
+	}
+}
+
+// Link implements protocol.Linker: the filter's link of a chain, which
+// counts the calls to next as Invoke does, without a frame of the chain
+// between the two (every call waiting below a Count has it on its stack).
+func (f *Count) Link(next protocol.Invoker) protocol.Invoker {
+	return &countLink{f: f, r: f.r, next: next}
+}
+
+// countLink is a Count's link of a chain.
+type countLink struct {
+	f    *Count
+	r    Recorder
+	next protocol.Invoker
+}
+
+var (
+	_ protocol.Invoker          = (*countLink)(nil)
+	_ protocol.Available        = (*countLink)(nil)
+	_ protocol.ResponseObserver = (*countLink)(nil)
+)
+
+// Invoke counts the call to next, as Count.Invoke does.
+func (l *countLink) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+	m := l.r.Begin(inv)
+	ended := false
+	defer func() {
+		if !ended {
+			l.r.End(inv, m, nil, ErrPanicked)
+		}
+	}()
+	res, err := l.next.Invoke(ctx, inv)
+	ended = true
+	l.r.End(inv, m, res, err)
+	return res, err
+}
+
+func (l *countLink) URL() *protocol.URL { return l.next.URL() }
+
+// Available reports whether next is available.
+func (l *countLink) Available() bool { return protocol.IsAvailable(l.next) }
+
+// Unwrap returns next, as a chain's links do.
+func (l *countLink) Unwrap() protocol.Invoker { return l.next }
+
+// Close closes next if it is an io.Closer.
+func (l *countLink) Close() error {
+	if c, ok := l.next.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// ResponseSent tells the filter's recorder, then next, as a chain's
+// links do.
+func (l *countLink) ResponseSent(inv *protocol.Invocation, bytes int) {
+	l.f.ResponseSent(inv, bytes)
+	if o, ok := l.next.(protocol.ResponseObserver); ok {
 		o.ResponseSent(inv, bytes)
 	}
 }
