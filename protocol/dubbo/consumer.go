@@ -17,6 +17,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/status"
+	"github.com/minidubbo/minidubbo/transport"
 )
 
 // poolKey tells pools apart: by provider address and, for invokers with
@@ -477,7 +478,10 @@ func (r *invoker) explain(err error, inv *protocol.Invocation, t timeoutSetting,
 	return err
 }
 
-// Invoke sends inv to the provider and waits for the answer.
+// Invoke sends inv to the provider and waits for the answer. Its own
+// frame, which every waiting call keeps on its stack, holds only what the
+// wait and the answer need: encoding the request (prepare) and decoding
+// the answer (answer) run in frames of their own.
 func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
 	if r.closed.Load() {
 		return nil, status.ErrClosed
@@ -489,33 +493,59 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	if err != nil {
 		return nil, err
 	}
-	// The call ends at the sooner of the context's deadline and the URL's
-	// timeout for the method.
-	t := r.methodTimeout(inv.Method)
-	sent, fromCtx := t.d, false
-	var now time.Time // read once, for the wire's timeout and the call's
+	var rq outgoing
+	if err := r.prepare(ctx, inv, &rq); err != nil {
+		return nil, err
+	}
+	resp, err := cl.CallAt(ctx, rq.now, rq.t.d, r.ser.ID(), rq.f)
+	if err != nil {
+		return nil, r.explain(err, inv, rq.t, rq.sent, rq.fromCtx)
+	}
+	return r.answer(resp, inv, rq.reqBytes)
+}
+
+// outgoing is one call's encoded request and its timeout.
+type outgoing struct {
+	f        *transport.Buffer
+	now      time.Time // the clock read for the deadline, or zero
+	t        timeoutSetting
+	sent     time.Duration // the timeout written into the request
+	fromCtx  bool          // sent is what the context's deadline left
+	reqBytes int
+}
+
+// prepare encodes inv into rq.f, with the call's timeout: the sooner of
+// the context's deadline and the URL's timeout for the method.
+//
+//go:noinline
+func (r *invoker) prepare(ctx context.Context, inv *protocol.Invocation, rq *outgoing) error {
+	rq.t = r.methodTimeout(inv.Method)
+	rq.sent = rq.t.d
 	if dl, ok := ctx.Deadline(); ok {
-		now = exchange.Now()
-		if left := dl.Sub(now); left < sent {
-			sent, fromCtx = max(left, 0), true
+		rq.now = exchange.Now() // read once, for the wire's timeout and the call's
+		if left := dl.Sub(rq.now); left < rq.sent {
+			rq.sent, rq.fromCtx = max(left, 0), true
 		}
 	}
-	millis := max(sent.Milliseconds(), 1)
+	millis := max(rq.sent.Milliseconds(), 1)
 	atts := inv.Attachments // the stub put the context's there (proxy)
 	atts = r.withApp(atts)
 	f := exchange.NewFrame()
 	enc := r.ser.NewEncoder(f)
-	err = encodeRequest(enc, f, inv, r.url, millis, atts)
+	err := encodeRequest(enc, f, inv, r.url, millis, atts)
 	enc.Release()
 	if err != nil {
 		f.Release()
-		return nil, err
+		return err
 	}
-	reqBytes := exchange.BodyLen(f)
-	resp, err := cl.CallAt(ctx, now, t.d, r.ser.ID(), f)
-	if err != nil {
-		return nil, r.explain(err, inv, t, sent, fromCtx)
-	}
+	rq.f, rq.reqBytes = f, exchange.BodyLen(f)
+	return nil
+}
+
+// answer decodes the response frame resp to inv and releases it.
+//
+//go:noinline
+func (r *invoker) answer(resp *transport.Buffer, inv *protocol.Invocation, reqBytes int) (*protocol.Result, error) {
 	body := exchange.Body(resp)
 	res, err := decodeResponse(r.ser, body, inv, r.p.opts.Attachments)
 	if res != nil {
