@@ -213,7 +213,7 @@ type Table struct{ t *named.Table[StrategyFactory] }
 // failback, forking and broadcast.
 func Builtin() *Table {
 	return &Table{named.New("cluster", "strategy", map[string]StrategyFactory{
-		Failover:  func(Options) (Strategy, error) { return StrategyFunc(failover), nil },
+		Failover:  func(Options) (Strategy, error) { return failoverStrategy{}, nil },
 		Failfast:  func(Options) (Strategy, error) { return StrategyFunc(failfast), nil },
 		Failsafe:  func(Options) (Strategy, error) { return StrategyFunc(failsafe), nil },
 		Failback:  func(o Options) (Strategy, error) { return newFailback(o), nil },
@@ -276,6 +276,7 @@ type Invoker struct {
 	lb            loadbalance.LoadBalance
 	stats         *loadbalance.Stats
 	strategy      Strategy
+	failover      bool         // strategy is the built-in failover, called directly (inlined)
 	run           StrategyFunc // strategy, when it is a StrategyFunc: called without the method's frame
 	noProvider    func(error) error
 	routing       atomic.Pointer[routing]
@@ -327,6 +328,7 @@ func New(dir Directory, opts Options) (*Invoker, error) {
 	if c.strategy, err = o.Strategies.New(o.Strategy, o); err != nil {
 		return nil, err
 	}
+	_, c.failover = c.strategy.(failoverStrategy)
 	c.run, _ = c.strategy.(StrategyFunc)
 	if c.url == nil {
 		c.url = protocol.NewURL("consumer", "", 0, "", nil)
@@ -339,10 +341,37 @@ func New(dir Directory, opts Options) (*Invoker, error) {
 func (c *Invoker) URL() *protocol.URL { return c.url }
 
 // Invoke implements protocol.Invoker by running the strategy.
+//
+// The built-in failover's first attempt runs here, with Call's counting,
+// so that a call waiting for its provider keeps one frame of the cluster
+// on its stack, not three (Invoke, failover, Call); the retries run in
+// failoverRetry.
 func (c *Invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if !c.failover {
+		return c.invokeStrategy(ctx, inv)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, c.explain(failoverFailed(inv, []error{err}))
+	}
+	p, err := c.pick(inv, nil)
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	st, start := c.begin(p)
+	res, err := p.Invoke(ctx, inv)
+	c.end(st, start, err)
+	if err == nil {
+		return res, nil
+	}
+	res, err = failoverRetry(ctx, c, inv, p, err)
+	return res, c.explain(err)
+}
+
+// invokeStrategy runs a strategy other than the built-in failover.
+func (c *Invoker) invokeStrategy(ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
 	var (
 		res *protocol.Result
 		err error
@@ -352,10 +381,16 @@ func (c *Invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	} else {
 		res, err = c.strategy.Invoke(ctx, c, inv)
 	}
+	return res, c.explain(err)
+}
+
+// explain passes an error wrapping ErrNoProvider to Options.NoProvider,
+// when set; it returns other errors (and nil) as they are.
+func (c *Invoker) explain(err error) error {
 	if err != nil && c.noProvider != nil && errors.Is(err, ErrNoProvider) {
-		err = c.noProvider(err)
+		return c.noProvider(err)
 	}
-	return res, err
+	return err
 }
 
 // Available reports whether any listed provider is available.
@@ -442,6 +477,12 @@ func (t *Tried) has(u *protocol.URL) bool {
 //
 // Pick does not allocate while the snapshot and routers stay the same.
 func (c *Invoker) Pick(inv *protocol.Invocation, tried Tried) (protocol.Invoker, error) {
+	return c.pick(inv, &tried)
+}
+
+// pick is Pick with tried by reference, nil for none: a first attempt
+// passes no Tried by value (nine words on its caller's stack).
+func (c *Invoker) pick(inv *protocol.Invocation, tried *Tried) (protocol.Invoker, error) {
 	st := c.current()
 	r := st.route(inv)
 	if r.err != nil {
@@ -455,13 +496,13 @@ func (c *Invoker) Pick(inv *protocol.Invocation, tried Tried) (protocol.Invoker,
 		i   int
 		err error
 	)
-	if tried.n == 0 {
+	if tried == nil || tried.n == 0 {
 		// A first attempt excludes only what is down: the route's list
 		// itself says so, with nothing to fill or give back.
 		i, err = pk.Pick(inv, (*availability)(&r.invokers))
 	} else {
 		ex := excluders.Get().(*excluder)
-		ex.invokers, ex.tried, ex.skipTried = r.invokers, tried, true
+		ex.invokers, ex.tried, ex.skipTried = r.invokers, *tried, true
 		i, err = pk.Pick(inv, ex)
 		if err != nil && errors.Is(err, loadbalance.ErrNoInvokers) {
 			ex.skipTried = false // every available provider was tried
@@ -658,10 +699,23 @@ func (r *route) picker(lb loadbalance.LoadBalance) loadbalance.Picker {
 // Call invokes p, counting the call in Stats (in flight while it runs,
 // then its response time). Strategies make every provider call through it.
 func (c *Invoker) Call(ctx context.Context, p protocol.Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	st, start := c.begin(p)
+	res, err := p.Invoke(ctx, inv)
+	c.end(st, start, err)
+	return res, err
+}
+
+// begin counts a call to p as started, and returns its statistics and
+// its start for end.
+func (c *Invoker) begin(p protocol.Invoker) (*loadbalance.Stat, time.Time) {
 	st := c.stats.For(p)
 	start := c.now()
 	st.Begin(start)
-	res, err := p.Invoke(ctx, inv)
+	return st, start
+}
+
+// end counts a call begun at start as ended, failed when err is not nil.
+func (c *Invoker) end(st *loadbalance.Stat, start time.Time, err error) {
 	var took time.Duration
 	if c.realClock {
 		// The monotonic clock alone, as for the start: half the cost of
@@ -672,7 +726,6 @@ func (c *Invoker) Call(ctx context.Context, p protocol.Invoker, inv *protocol.In
 		took = c.now().Sub(start)
 	}
 	st.End(start.Add(took), took, err != nil)
-	return res, err
 }
 
 // epoch is the clock reading monoNow counts from.

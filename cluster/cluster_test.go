@@ -120,132 +120,145 @@ func TestNoProviderExplained(t *testing.T) {
 	assert.Equal(t, int64(5), explained.Load())
 }
 
+// TestFailover runs each case through the cluster invoker (which makes
+// failover's first attempt itself) and through the strategy's own Invoke.
 func TestFailover(t *testing.T) {
-	connLost := func(context.Context, int64) error { return status.ErrConnLost }
-	t.Run("retries on other providers until one answers", func(t *testing.T) {
-		fs := fakes(3)
-		fs[0].answer, fs[1].answer = connLost, connLost
-		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
-		var reply string
-		inv := invocation("m")
-		inv.Reply = &reply
-		_, err := c.Invoke(testCtx(t), inv)
-		require.NoError(t, err)
-		assert.Equal(t, "C", reply)
-		assert.Equal(t, []int64{1, 1, 1}, counts(fs), "each attempt on another provider")
-	})
-	t.Run("one attempt reads as one", func(t *testing.T) {
-		fs := fakes(2)
-		for _, f := range fs {
-			f.answer = connLost
-		}
-		c := newCluster(t, static(fs), Options{Retries: 0})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, status.ErrConnLost)
-		assert.Regexp(t, `^cluster: failover demo.Greeter:1.0.m: 1 attempt failed: attempt 1 on 127.0.0.\d:20880: connection lost$`, err.Error())
-	})
-	t.Run("gives up after retries+1 attempts with every error", func(t *testing.T) {
-		fs := fakes(4)
-		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { return status.ErrTimeout }
-		}
-		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, status.ErrTimeout)
-		assert.ErrorContains(t, err, "cluster: failover demo.Greeter:1.0.m: 3 attempts failed")
-		c3 := counts(fs)
-		assert.Equal(t, int64(3), sum(c3))
-		for _, n := range c3 {
-			assert.LessOrEqual(t, n, int64(1), "no provider tried twice: %v", c3)
-		}
-	})
-	t.Run("business errors are not retried and come back as they are", func(t *testing.T) {
-		fs := fakes(3)
-		for _, f := range fs {
-			f.answer = func(context.Context, int64) error {
-				return &service.Error{Code: 5, Message: "no such user", Remote: true}
+	for _, mode := range []string{"invoker", "strategy"} {
+		call := func(c *Invoker, ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+			if mode == "strategy" {
+				return c.strategy.Invoke(ctx, c, inv)
 			}
+			return c.Invoke(ctx, inv)
 		}
-		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		var se *service.Error
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, "remote error (code 5, not found): no such user", err.Error())
-		assert.Equal(t, int64(1), sum(counts(fs)))
-	})
-	t.Run("answers other than busy are not retried", func(t *testing.T) {
-		fs := fakes(3)
-		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { return status.ErrServiceNotFound }
-		}
-		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, status.ErrServiceNotFound)
-		assert.Equal(t, int64(1), sum(counts(fs)))
-	})
-	t.Run("a busy provider is retried elsewhere, then an answer stops", func(t *testing.T) {
-		fs := fakes(3)
-		fs[0].answer = func(context.Context, int64) error { return status.ErrServerBusy }
-		fs[1].answer = func(context.Context, int64) error { return status.ErrBadRequest }
-		fs[2].answer = fs[0].answer
-		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.ErrorIs(t, err, status.ErrBadRequest)
-		require.ErrorIs(t, err, status.ErrServerBusy)
-		assert.Equal(t, []int64{1, 1, 0}, counts(fs))
-	})
-	t.Run("retries option, per method, never from attachments", func(t *testing.T) {
-		fs := fakes(5)
-		for _, f := range fs {
-			f.answer = connLost
-		}
-		c := newCluster(t, static(fs), Options{Retries: 4})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.Error(t, err)
-		assert.Equal(t, []int64{1, 1, 1, 1, 1}, counts(fs))
-		c = newCluster(t, static(fs), Options{Retries: 0, MethodRetries: map[string]int{"twice": 1}})
-		_, _ = c.Invoke(testCtx(t), invocation("m"))
-		assert.Equal(t, int64(6), sum(counts(fs)), "0 means no retry")
-		_, _ = c.Invoke(testCtx(t), invocation("twice"))
-		assert.Equal(t, int64(8), sum(counts(fs)))
-		inv := invocation("m")
-		inv.Attachments = map[string]string{protocol.KeyRetries: "3"}
-		_, _ = c.Invoke(testCtx(t), inv)
-		assert.Equal(t, int64(9), sum(counts(fs)), "a retries attachment is the user's, not a setting")
-	})
-	t.Run("more retries than providers reuse them", func(t *testing.T) {
-		fs := fakes(2)
-		for _, f := range fs {
-			f.answer = connLost
-		}
-		c := newCluster(t, static(fs), Options{Retries: 3})
-		_, err := c.Invoke(testCtx(t), invocation("m"))
-		require.Error(t, err)
-		assert.Equal(t, int64(4), sum(counts(fs)))
-	})
-	t.Run("stops when the context is done", func(t *testing.T) {
-		fs := fakes(3)
-		ctx, cancel := context.WithCancel(testCtx(t))
-		defer cancel()
-		for _, f := range fs {
-			f.answer = func(context.Context, int64) error { cancel(); return status.ErrTimeout }
-		}
-		c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
-		_, err := c.Invoke(ctx, invocation("m"))
-		require.ErrorIs(t, err, context.Canceled)
-		require.ErrorIs(t, err, status.ErrTimeout)
-		assert.Equal(t, int64(1), sum(counts(fs)))
-	})
-	t.Run("skips providers that are down", func(t *testing.T) {
-		fs := fakes(3)
-		fs[1].down.Store(true)
-		c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
-		for range 10 {
-			_, err := c.Invoke(testCtx(t), invocation("m"))
-			require.NoError(t, err)
-		}
-		assert.Equal(t, []int64{5, 0, 5}, counts(fs))
-	})
+		t.Run(mode, func(t *testing.T) {
+			connLost := func(context.Context, int64) error { return status.ErrConnLost }
+			t.Run("retries on other providers until one answers", func(t *testing.T) {
+				fs := fakes(3)
+				fs[0].answer, fs[1].answer = connLost, connLost
+				c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
+				var reply string
+				inv := invocation("m")
+				inv.Reply = &reply
+				_, err := call(c, testCtx(t), inv)
+				require.NoError(t, err)
+				assert.Equal(t, "C", reply)
+				assert.Equal(t, []int64{1, 1, 1}, counts(fs), "each attempt on another provider")
+			})
+			t.Run("one attempt reads as one", func(t *testing.T) {
+				fs := fakes(2)
+				for _, f := range fs {
+					f.answer = connLost
+				}
+				c := newCluster(t, static(fs), Options{Retries: 0})
+				_, err := call(c, testCtx(t), invocation("m"))
+				require.ErrorIs(t, err, status.ErrConnLost)
+				assert.Regexp(t, `^cluster: failover demo.Greeter:1.0.m: 1 attempt failed: attempt 1 on 127.0.0.\d:20880: connection lost$`, err.Error())
+			})
+			t.Run("gives up after retries+1 attempts with every error", func(t *testing.T) {
+				fs := fakes(4)
+				for _, f := range fs {
+					f.answer = func(context.Context, int64) error { return status.ErrTimeout }
+				}
+				c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
+				_, err := call(c, testCtx(t), invocation("m"))
+				require.ErrorIs(t, err, status.ErrTimeout)
+				assert.ErrorContains(t, err, "cluster: failover demo.Greeter:1.0.m: 3 attempts failed")
+				c3 := counts(fs)
+				assert.Equal(t, int64(3), sum(c3))
+				for _, n := range c3 {
+					assert.LessOrEqual(t, n, int64(1), "no provider tried twice: %v", c3)
+				}
+			})
+			t.Run("business errors are not retried and come back as they are", func(t *testing.T) {
+				fs := fakes(3)
+				for _, f := range fs {
+					f.answer = func(context.Context, int64) error {
+						return &service.Error{Code: 5, Message: "no such user", Remote: true}
+					}
+				}
+				c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
+				_, err := call(c, testCtx(t), invocation("m"))
+				var se *service.Error
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, "remote error (code 5, not found): no such user", err.Error())
+				assert.Equal(t, int64(1), sum(counts(fs)))
+			})
+			t.Run("answers other than busy are not retried", func(t *testing.T) {
+				fs := fakes(3)
+				for _, f := range fs {
+					f.answer = func(context.Context, int64) error { return status.ErrServiceNotFound }
+				}
+				c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
+				_, err := call(c, testCtx(t), invocation("m"))
+				require.ErrorIs(t, err, status.ErrServiceNotFound)
+				assert.Equal(t, int64(1), sum(counts(fs)))
+			})
+			t.Run("a busy provider is retried elsewhere, then an answer stops", func(t *testing.T) {
+				fs := fakes(3)
+				fs[0].answer = func(context.Context, int64) error { return status.ErrServerBusy }
+				fs[1].answer = func(context.Context, int64) error { return status.ErrBadRequest }
+				fs[2].answer = fs[0].answer
+				c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
+				_, err := call(c, testCtx(t), invocation("m"))
+				require.ErrorIs(t, err, status.ErrBadRequest)
+				require.ErrorIs(t, err, status.ErrServerBusy)
+				assert.Equal(t, []int64{1, 1, 0}, counts(fs))
+			})
+			t.Run("retries option, per method, never from attachments", func(t *testing.T) {
+				fs := fakes(5)
+				for _, f := range fs {
+					f.answer = connLost
+				}
+				c := newCluster(t, static(fs), Options{Retries: 4})
+				_, err := call(c, testCtx(t), invocation("m"))
+				require.Error(t, err)
+				assert.Equal(t, []int64{1, 1, 1, 1, 1}, counts(fs))
+				c = newCluster(t, static(fs), Options{Retries: 0, MethodRetries: map[string]int{"twice": 1}})
+				_, _ = call(c, testCtx(t), invocation("m"))
+				assert.Equal(t, int64(6), sum(counts(fs)), "0 means no retry")
+				_, _ = call(c, testCtx(t), invocation("twice"))
+				assert.Equal(t, int64(8), sum(counts(fs)))
+				inv := invocation("m")
+				inv.Attachments = map[string]string{protocol.KeyRetries: "3"}
+				_, _ = call(c, testCtx(t), inv)
+				assert.Equal(t, int64(9), sum(counts(fs)), "a retries attachment is the user's, not a setting")
+			})
+			t.Run("more retries than providers reuse them", func(t *testing.T) {
+				fs := fakes(2)
+				for _, f := range fs {
+					f.answer = connLost
+				}
+				c := newCluster(t, static(fs), Options{Retries: 3})
+				_, err := call(c, testCtx(t), invocation("m"))
+				require.Error(t, err)
+				assert.Equal(t, int64(4), sum(counts(fs)))
+			})
+			t.Run("stops when the context is done", func(t *testing.T) {
+				fs := fakes(3)
+				ctx, cancel := context.WithCancel(testCtx(t))
+				defer cancel()
+				for _, f := range fs {
+					f.answer = func(context.Context, int64) error { cancel(); return status.ErrTimeout }
+				}
+				c := newCluster(t, static(fs), Options{Retries: DefaultRetries})
+				_, err := call(c, ctx, invocation("m"))
+				require.ErrorIs(t, err, context.Canceled)
+				require.ErrorIs(t, err, status.ErrTimeout)
+				assert.Equal(t, int64(1), sum(counts(fs)))
+			})
+			t.Run("skips providers that are down", func(t *testing.T) {
+				fs := fakes(3)
+				fs[1].down.Store(true)
+				c := newCluster(t, static(fs), Options{LoadBalance: loadbalance.RoundRobin, Retries: DefaultRetries})
+				for range 10 {
+					_, err := call(c, testCtx(t), invocation("m"))
+					require.NoError(t, err)
+				}
+				assert.Equal(t, []int64{5, 0, 5}, counts(fs))
+			})
+
+		})
+	}
 }
 
 func TestFailfast(t *testing.T) {

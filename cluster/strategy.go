@@ -22,34 +22,62 @@ import (
 // (protocol.Retryable); a business error or any other answer is returned
 // at once. The provider list is read again before each retry. A call that
 // was sent and timed out may therefore run twice.
+//
+// The first attempt runs here and the retries in failoverRetry: the
+// first attempt's frame, which every waiting call keeps on its stack,
+// holds no list of tried providers or errors.
 func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, failoverFailed(inv, []error{err})
+	}
+	p, err := c.pick(inv, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Call(ctx, p, inv)
+	if err == nil {
+		return res, nil
+	}
+	return failoverRetry(ctx, c, inv, p, err)
+}
+
+// failoverStrategy is the built-in failover; the cluster invoker calls
+// failover itself, where the compiler can inline it.
+type failoverStrategy struct{}
+
+// Invoke implements Strategy.
+func (failoverStrategy) Invoke(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
+	return failover(ctx, c, inv)
+}
+
+// failoverRetry goes on after failover's first attempt failed with err
+// on p.
+//
+//go:noinline
+func failoverRetry(ctx context.Context, c *Invoker, inv *protocol.Invocation, p protocol.Invoker, err error) (*protocol.Result, error) {
+	if !protocol.Retryable(err) {
+		return nil, wrap(Failover, inv, p, err)
+	}
 	attempts := c.Retries(inv) + 1
-	var errs []error
+	errs := []error{failoverAttempt(p, 0, err)}
 	var tried Tried
-	for attempt := range attempts {
+	tried.Add(p)
+	for attempt := 1; attempt < attempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
 		p, err := c.Pick(inv, tried)
 		if err != nil {
-			if attempt == 0 {
-				return nil, err
-			}
 			errs = append(errs, err)
 			break
 		}
 		res, err := c.Call(ctx, p, inv)
 		if err == nil {
-			if attempt > 0 {
-				failoverRetried(c, inv, attempt, errs)
-			}
+			failoverRetried(c, inv, attempt, errs)
 			return res, nil
 		}
 		if !protocol.Retryable(err) {
-			if attempt == 0 {
-				return nil, wrap(Failover, inv, p, err)
-			}
 			return nil, failoverAnswered(inv, p, attempt, errs, err)
 		}
 		errs = append(errs, failoverAttempt(p, attempt, err))

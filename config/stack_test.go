@@ -226,7 +226,7 @@ func TestWaitingCallStack(t *testing.T) {
 	if !inlining() {
 		t.Skip("built without inlining: frame counts differ")
 	}
-	const maxFrames = 11
+	const maxFrames = 7
 	if len(st) > maxFrames {
 		t.Errorf("a waiting call is %d frames deep from CallAt to the stub, want at most %d", len(st), maxFrames)
 	}
