@@ -120,25 +120,35 @@ func TestStandbyParksForContextlessReader(t *testing.T) {
 // A reading caller whose context may be cancelled keeps the standby
 // goroutine looking: it is not parked.
 func TestStandbyWatchesReaderContext(t *testing.T) {
+	c, cancel, errc := readingCallToCancel(t, func(x context.Context, _ *exchange.Client) context.Context { return x })
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.False(t, c.Parked())
+}
+
+// readingCallToCancel starts, on a warmed client, a call the provider
+// holds whose caller reads its own response, under a cancellable context
+// that wrap may dress, and returns once the call leads: the client, the
+// cancel and where the call's error arrives.
+func readingCallToCancel(t *testing.T, wrap func(context.Context, *exchange.Client) context.Context) (*exchange.Client, context.CancelFunc, <-chan error) {
+	t.Helper()
 	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	h := newEcho()
-	defer close(h.release)
 	_, addr := serve(t, h, nil)
 	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
+	t.Cleanup(func() { close(h.release) }) // runs first: the held call ends before the client and server close
+	_, err := call(testCtx(t), c, "warm")
 	require.NoError(t, err)
 	cctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := call(cctx, c, "block")
+		_, err := call(wrap(cctx, c), c, "block")
 		errc <- err
 	}()
 	<-h.started
 	waitLed(t, c, 1)
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
-	require.False(t, c.Parked())
+	return c, cancel, errc
 }
 
 // lockingCtx is a cancellable context whose Err takes the client's lock
@@ -157,22 +167,8 @@ func (x lockingCtx) Err() error {
 // without holding the client's lock: a Context whose Err calls into the
 // client does not deadlock it, and the cancelled call ends.
 func TestStandbyAsksReaderContextUnlocked(t *testing.T) {
-	exchange.KeepRoleFree(t)
 	ctx := testCtx(t)
-	h := newEcho()
-	defer close(h.release)
-	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
-	cctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, err := call(lockingCtx{cctx, c}, c, "block")
-		errc <- err
-	}()
-	<-h.started
-	waitLed(t, c, 1)
+	_, cancel, errc := readingCallToCancel(t, func(x context.Context, c *exchange.Client) context.Context { return lockingCtx{x, c} })
 	cancel()
 	select {
 	case err := <-errc:
