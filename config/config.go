@@ -516,7 +516,11 @@ func (c *Config) validate(k known) error {
 			case n == "":
 				bad("%s: empty filter name", key)
 			case k.filters != nil && !slices.Contains(k.filters, n):
-				bad("%s: unknown filter %q (known: %s)", key, n, strings.Join(k.filters, ", "))
+				if len(k.filters) == 0 {
+					bad("%s: unknown filter %q (none is known: a name here must be added first with config.WithFilter(%q, f))", key, n, n)
+				} else {
+					bad("%s: unknown filter %q%s (known: %s)", key, n, suggest(n, k.filters), strings.Join(k.filters, ", "))
+				}
 			}
 		}
 	}

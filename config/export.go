@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -74,6 +75,10 @@ func (a *Application) serve(id string, impl any) (*export, ServiceConfig, error)
 	}
 	exp, err := a.protos.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, a.providerFilters(sc, counting)...), url: u}, a.tls.server[sc.Protocol])
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, sc, fmt.Errorf("config: export %s: %w (port %d of protocols.%s is taken by another process: "+
+				"set protocols.%s.port to a free port, or 0 for any free port)", id, err, u.Port, sc.Protocol, sc.Protocol)
+		}
 		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}
 	bound := exp.URL()

@@ -16,8 +16,26 @@ import (
 // Refer's errors, and into "no provider" errors at call time.
 
 // ErrRegistryUnreachable is wrapped by Export's error when a registry
-// did not answer within its timeout (and its check is on).
+// did not answer within its timeout (and its check is on), and by
+// Refer's error when the reference has Check, no provider list came in
+// time and none of its registries is connected.
 var ErrRegistryUnreachable = errors.New("registry unreachable")
+
+// anyConnected reports whether one of regs says it is connected; a
+// registry that cannot tell (no registry.HealthReporter) counts as
+// connected.
+func anyConnected(regs []registry.Registry) bool {
+	if len(regs) == 0 {
+		return true
+	}
+	for _, r := range regs {
+		hr, ok := r.(registry.HealthReporter)
+		if !ok || hr.Health(nil).Connected {
+			return true
+		}
+	}
+	return false
+}
 
 // registryIDs returns ids, or every registry id when ids is empty.
 func (a *Application) registryIDs(ids []string) []string {

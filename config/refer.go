@@ -455,6 +455,11 @@ func (a *Application) awaitProviders(ctx context.Context, ref *reference, s refS
 	}
 	if err != nil {
 		asked := a.describeRegistries(a.registryIDs(s.rc.Registries), ref.subs, ref.consumer)
+		if errors.Is(err, context.DeadlineExceeded) && !anyConnected(ref.subs) {
+			// No list in time and no registry answering: the registry
+			// is the trouble, not the providers.
+			return fmt.Errorf("config: refer %s: check: %w: %w; asked %s", s.id, ErrRegistryUnreachable, err, asked)
+		}
 		return fmt.Errorf("config: refer %s: check: %w; asked %s", s.id, err, asked)
 	}
 	return nil

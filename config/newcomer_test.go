@@ -1,0 +1,106 @@
+package config_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/config"
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/registry/memory"
+)
+
+// A filter name in the YAML that nobody added says how to add one, and a
+// near miss of one that was added is suggested.
+func TestUnknownFilterSaysHowToAddOne(t *testing.T) {
+	c := &config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://newcomer"}},
+		Services:   map[string]config.ServiceConfig{"s": {Interface: "demo.S", Filters: []string{"accesslog"}}},
+	}
+	_, err := config.New(c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(),
+		`config: services.s.filters: unknown filter "accesslog" (none is known: a name here must be added first with config.WithFilter("accesslog", f))`)
+
+	pass := protocol.FilterFunc(func(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+		return next.Invoke(ctx, inv)
+	})
+	c.Services = nil
+	c.References = map[string]config.ReferenceConfig{"r": {Interface: "demo.S", CallFilters: []string{"perCal"}}}
+	_, err = config.New(c, config.WithFilter("perCall", pass), config.WithFilter("audit", pass))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(),
+		`config: references.r.call_filters: unknown filter "perCal"; did you mean "perCall"? (known: audit, perCall)`)
+}
+
+// A provider port another process holds fails Export with the cause and
+// what to change.
+func TestExportPortInUseSaysWhatToChange(t *testing.T) {
+	ctx := testCtx(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+
+	reg := memory.New()
+	defer reg.Close()
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://newcomer"}},
+		Protocols:  map[string]config.ProtocolConfig{"dubbo": {Host: "127.0.0.1", Port: port}},
+		Services:   map[string]config.ServiceConfig{"orders": {Interface: "test.Orders"}},
+	}, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() { _ = app.Shutdown(context.Background()) }()
+
+	_, err = app.Export(ctx, "orders", &orders{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.Contains(t, err.Error(), "port "+strconv.Itoa(port)+" of protocols.dubbo is taken by another process: "+
+		"set protocols.dubbo.port to a free port, or 0 for any free port")
+}
+
+// Refer with Check against a ZooKeeper that is not there says the registry
+// is unreachable (errors.Is ErrRegistryUnreachable), not only that no
+// provider was found; against one that answers, no provider is only that.
+func TestReferCheckRegistryDown(t *testing.T) {
+	ctx := testCtx(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"zk": {Address: "zookeeper://" + addr, Timeout: 300 * time.Millisecond, CacheFile: "-"}},
+		References: map[string]config.ReferenceConfig{"orders": {Interface: "test.Orders", Check: true}},
+	}, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() { _ = app.Shutdown(context.Background()) }()
+	var c ordersClient
+	err = app.Refer(ctx, "orders", &c)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, config.ErrRegistryUnreachable)
+	assert.ErrorIs(t, err, cluster.ErrNoProvider)
+	assert.Contains(t, err.Error(), "config: refer orders: check: registry unreachable: cluster: no provider test.Orders")
+	assert.Contains(t, err.Error(), "asked registry zk: zookeeper://"+addr+" (not connected")
+	assert.Nil(t, c.Total, "the stub stays unfilled")
+
+	// A registry that answers but lists nobody: no provider, reachable.
+	reg := memory.New()
+	defer reg.Close()
+	app2, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://newcomer", Timeout: 300 * time.Millisecond}},
+		References: map[string]config.ReferenceConfig{"orders": {Interface: "test.Orders", Check: true}},
+	}, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() { _ = app2.Shutdown(context.Background()) }()
+	err = app2.Refer(ctx, "orders", &c)
+	require.ErrorIs(t, err, cluster.ErrNoProvider)
+	assert.NotErrorIs(t, err, config.ErrRegistryUnreachable)
+}
