@@ -123,7 +123,7 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 		Shutdown:    config.ShutdownConfig{Timeout: *timeout},
 	}
 	if *direct == "" {
-		cfg.Registries = map[string]config.RegistryConfig{"registry": {
+		cfg.Registries = map[string]config.RegistryConfig{"cli": { // the id names it in errors: "asked registry cli: ..."
 			Address:   *regAddr,
 			Timeout:   *timeout,
 			CacheFile: "-", // a one-shot call should see the registry, not a cache
@@ -160,7 +160,10 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	g, err := app.ReferGeneric(rctx, invokeRef)
 	cancel()
 	if err != nil {
-		if *direct == "" && errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case *direct == "" && errors.Is(err, config.ErrRegistryUnreachable):
+			err = fmt.Errorf("no provider list for %s from %s within %v: %w\n%s", *iface, *regAddr, *timeout, err, zooKeeperHint(*regAddr))
+		case *direct == "" && errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("no provider list for %s from %s within %v (is the registry up?): %w", *iface, *regAddr, *timeout, err)
 		}
 		if *direct == "" && errors.Is(err, cluster.ErrNoProvider) {
@@ -203,7 +206,7 @@ func parseArgs(s string) ([]any, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty; give a JSON array such as [] or [1, \"a\"]")
 		}
-		return nil, fmt.Errorf("not valid JSON: %w", err)
+		return nil, fmt.Errorf(`not valid JSON: %w; give a JSON array, quoted for the shell: -args '["world"]'`, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("extra data after the JSON array")
@@ -304,7 +307,7 @@ func expectedShape(providers []*protocol.URL, method string) string {
 			return "expected: " + s.Shape()
 		}
 		names := slices.Sorted(maps.Keys(sigs))
-		return fmt.Sprintf("%s has no method %q%s; its methods: %s", u.Interface(), method, named.DidYouMean(method, names), strings.Join(names, ", "))
+		return fmt.Sprintf("%s has no method %q%s (its methods: %s)", u.Interface(), method, named.DidYouMean(method, names), strings.Join(names, ", "))
 	}
 	return ""
 }

@@ -98,7 +98,7 @@ func runLS(args []string, stdout, stderr io.Writer) int {
 	}
 	lister, err := zookeeper.NewLister(ctx, *regAddr)
 	if errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintf(stderr, "minidubbo ls: no ZooKeeper session with %s within %v\n", strings.Join(addr.Servers, ","), *timeout)
+		fmt.Fprintf(stderr, "minidubbo ls: no ZooKeeper session with %s within %v\n%s\n", strings.Join(addr.Servers, ","), *timeout, zooKeeperHint(strings.Join(addr.Servers, ",")))
 		return 1
 	}
 	if err != nil {

@@ -83,3 +83,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run minidubbo <command> -h for the flags of a command.")
 }
+
+// zooKeeperHint is what a newcomer can do when ZooKeeper at servers did
+// not answer.
+func zooKeeperHint(servers string) string {
+	return "(is ZooKeeper running at " + servers + "? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)"
+}

@@ -195,7 +195,7 @@ func TestRegistryCommands(t *testing.T) {
 		_, errOut, code = runCLI(t, "invoke", "-registry", f.zk, "-service", calcInterface, "-version", "1.0",
 			"-method", "Ad", "-args", `[1, 2]`)
 		assert.Equal(t, 1, code)
-		assert.True(t, strings.HasSuffix(errOut, "\n"+`test.cli.Calc has no method "Ad"; did you mean "Add"?; its methods: Add, Attachment, Div, Kind`+"\n"), errOut)
+		assert.True(t, strings.HasSuffix(errOut, "\n"+`test.cli.Calc has no method "Ad"; did you mean "Add"? (its methods: Add, Attachment, Div, Kind)`+"\n"), errOut)
 	})
 
 	t.Run("invoke via registry", func(t *testing.T) {
@@ -302,7 +302,8 @@ func TestInvokeUsageErrors(t *testing.T) {
 	}{
 		{[]string{"-method", "M"}, "-service is required"},
 		{[]string{"-service", "S"}, "-method is required"},
-		{[]string{"-service", "S", "-method", "M", "-args", "[1,"}, "-args: not valid JSON: unexpected EOF"},
+		{[]string{"-service", "S", "-method", "M", "-args", "[1,"}, `-args: not valid JSON: unexpected EOF; give a JSON array, quoted for the shell: -args '["world"]'`},
+		{[]string{"-service", "S", "-method", "M", "-args", "world"}, `-args: not valid JSON: invalid character 'w' looking for beginning of value; give a JSON array, quoted for the shell: -args '["world"]'`},
 		{[]string{"-service", "S", "-method", "M", "-args", `{"a": 1}`}, "-args: must be a JSON array, not an object"},
 		{[]string{"-service", "S", "-method", "M", "-args", `"x"`}, "-args: must be a JSON array, not a string"},
 		{[]string{"-service", "S", "-method", "M", "-args", `[1] [2]`}, "-args: extra data after the JSON array"},
@@ -347,5 +348,16 @@ func TestLSUsageAndUnreachable(t *testing.T) {
 	require.NoError(t, l.Close())
 	_, errOut, code = runCLI(t, "ls", "-registry", "zookeeper://"+addr, "-timeout", "300ms")
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "minidubbo ls: no ZooKeeper session with "+addr+" within 300ms\n", errOut)
+	assert.Equal(t, "minidubbo ls: no ZooKeeper session with "+addr+" within 300ms\n"+
+		"(is ZooKeeper running at "+addr+"? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)\n", errOut)
+
+	// invoke against the same: the registry is named as the trouble, with
+	// what to do.
+	out, errOut, code := runCLI(t, "invoke", "-registry", "zookeeper://"+addr, "-timeout", "300ms", "-service", "demo.S", "-method", "M")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.True(t, strings.HasPrefix(errOut, "minidubbo invoke: no provider list for demo.S from zookeeper://"+addr+" within 300ms: "+
+		"config: refer cli: check: registry unreachable: "), errOut)
+	assert.True(t, strings.HasSuffix(errOut, "\n(is ZooKeeper running at zookeeper://"+addr+
+		"? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)\n"), errOut)
 }

@@ -157,10 +157,12 @@ func TestHelloRegistryUnreachable(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Empty(t, out, "no 'serving' line")
 	assert.Contains(t, errOut, "provider: config: export greeter: registry unreachable: registry default ("+addr+") did not answer within 5s; "+
-		"service greeter not registered (set registries.default.check: false to register in the background once it answers)")
+		"service greeter not registered (set registries.default.check: false to register in the background once it answers)\n"+
+		"(is ZooKeeper running at "+addr+"? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)\n")
 
 	_, errOut, code = run("consumer", "-calls", "1")
 	assert.Equal(t, 2, code)
-	assert.Regexp(t, `consumer: config: refer greeter: check: cluster: no provider demo\.hello\.Greeter: no provider list within 5s .*; `+
-		`asked registry default: `+regexp.QuoteMeta(addr)+` \(not connected for [\d.]+m?s; never listed the providers\)`, errOut)
+	assert.Regexp(t, `consumer: config: refer greeter: check: registry unreachable: cluster: no provider demo\.hello\.Greeter: no provider list within 5s .*; `+
+		`asked registry default: `+regexp.QuoteMeta(addr)+` \(not connected for [\d.]+m?s; never listed the providers\)\n`+
+		`\(is ZooKeeper running at `+regexp.QuoteMeta(addr)+`\? In the minidubbo directory, make zk-start starts one on 127\.0\.0\.1:2181\)\n`, errOut)
 }

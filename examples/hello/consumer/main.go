@@ -96,7 +96,7 @@ func run() (int, error) {
 	ctx := context.Background()
 	var g greeter.Client
 	if err := app.Refer(ctx, "greeter", &g); err != nil {
-		return 2, err
+		return 2, greeter.RegistryHint(err, *reg)
 	}
 
 	var (

@@ -4,8 +4,12 @@ package greeter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/minidubbo/minidubbo/config"
 )
 
 // Interface is the service's name in the registry.
@@ -51,4 +55,14 @@ func (s *Service) SayHello(ctx context.Context, name string) (*Reply, error) {
 		r.Addr = *a
 	}
 	return r, nil
+}
+
+// RegistryHint adds what to do to err when it says the registry at
+// address did not answer (config.ErrRegistryUnreachable); other errors
+// are returned as they are.
+func RegistryHint(err error, address string) error {
+	if errors.Is(err, config.ErrRegistryUnreachable) {
+		return fmt.Errorf("%w\n(is ZooKeeper running at %s? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)", err, address)
+	}
+	return err
 }

@@ -63,7 +63,7 @@ func run() error {
 	cancel()
 	if err != nil {
 		_ = app.Shutdown(context.Background())
-		return err
+		return greeter.RegistryHint(err, *reg)
 	}
 	svc.SetAddr(u.Address())
 	if svc.Name == "" {
