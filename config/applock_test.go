@@ -18,21 +18,48 @@ import (
 	"github.com/minidubbo/minidubbo/registry/memory"
 )
 
-// stuckRegistry is a registry whose first Subscribe does not return until
-// release is closed, as a registry that does not answer: entered is
-// closed when that Subscribe begins.
+// gate holds the first call that passes it until open is called, as a
+// registry that does not answer: entered is closed when that call begins.
+type gate struct {
+	once     sync.Once
+	openOnce sync.Once
+	entered  chan struct{}
+	release  chan struct{}
+}
+
+func newGate() *gate {
+	return &gate{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// hold holds the first caller until open; later callers pass.
+func (g *gate) hold() {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+}
+
+// open lets the held call go on; it may be called more than once.
+func (g *gate) open() { g.openOnce.Do(func() { close(g.release) }) }
+
+// waitEntered fails the test with msg if no call reaches the gate in time.
+func (g *gate) waitEntered(t *testing.T, msg string) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal(msg)
+	}
+}
+
+// stuckRegistry is a registry whose first Subscribe waits at its gate.
 type stuckRegistry struct {
 	*memory.Registry
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
+	*gate
 }
 
 func (r *stuckRegistry) Subscribe(u *protocol.URL, l registry.Listener) error {
-	r.once.Do(func() {
-		close(r.entered)
-		<-r.release
-	})
+	r.hold()
 	return r.Registry.Subscribe(u, l)
 }
 
@@ -41,14 +68,8 @@ func (r *stuckRegistry) Subscribe(u *protocol.URL, l registry.Listener) error {
 // application's own services through another registry go on: the lookup
 // holds no lock of the application.
 func TestMonitorLookupDoesNotHoldUpExportAndRefer(t *testing.T) {
-	stuck := &stuckRegistry{Registry: memory.New(), entered: make(chan struct{}), release: make(chan struct{})}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(stuck.release)
-		}
-	}
+	stuck := &stuckRegistry{Registry: memory.New(), gate: newGate()}
+	release := stuck.open
 	defer release()
 	app, err := config.New(&config.Config{
 		Registries: map[string]config.RegistryConfig{
@@ -73,11 +94,7 @@ func TestMonitorLookupDoesNotHoldUpExportAndRefer(t *testing.T) {
 		defer cancel()
 		flushed <- app.Reporter().Flush(ctx)
 	}()
-	select {
-	case <-stuck.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first report never looked up the monitor service")
-	}
+	stuck.waitEntered(t, "the first report never looked up the monitor service")
 
 	// The monitor lookup is stuck in Subscribe; Export and Refer must not
 	// wait for it.
@@ -118,9 +135,8 @@ func TestMonitorLookupDoesNotHoldUpExportAndRefer(t *testing.T) {
 // Shutdown returns; the waiting Refer then fails, saying the application
 // is shut down, and leaves its stub untouched.
 func TestWaitingReferDoesNotHoldUpTheApplication(t *testing.T) {
-	stuck := &stuckRegistry{Registry: memory.New(), entered: make(chan struct{}), release: make(chan struct{})}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(stuck.release) }) }
+	stuck := &stuckRegistry{Registry: memory.New(), gate: newGate()}
+	release := stuck.open
 	defer release()
 	app, err := config.New(&config.Config{
 		Registries: map[string]config.RegistryConfig{
@@ -146,79 +162,21 @@ func TestWaitingReferDoesNotHoldUpTheApplication(t *testing.T) {
 		defer cancel()
 		slowDone <- app.Refer(ctx, "slow", &slow)
 	}()
-	select {
-	case <-stuck.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the slow Refer never subscribed")
-	}
+	stuck.waitEntered(t, "the slow Refer never subscribed")
 
-	done := make(chan error, 1)
-	var client GreeterClient
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := app.Export(ctx, "greeter", Greeter{}); err != nil {
-			done <- err
-			return
-		}
-		if err := app.Refer(ctx, "greeter", &client); err != nil {
-			done <- err
-			return
-		}
-		rec := httptest.NewRecorder()
-		app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		if rec.Code != http.StatusOK {
-			done <- fmt.Errorf("/metrics: %d", rec.Code)
-			return
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Export, Refer and /metrics waited for a Refer stuck in its registry")
-	}
-	reply, err := client.SayHello(context.Background(), "world")
-	require.NoError(t, err)
-	require.Equal(t, "hello, world", reply)
-
-	shut := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		shut <- app.Shutdown(ctx)
-	}()
-	select {
-	case err := <-shut:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Shutdown waited for a Refer stuck in its registry")
-	}
-	release()
-	select {
-	case err := <-slowDone:
-		require.ErrorContains(t, err, "application is shut down")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the slow Refer did not end once its registry answered")
-	}
+	goesOnPastStuckCall(t, app, "a Refer", release, slowDone)
 	assert.Nil(t, slow.SayHello, "a failed Refer leaves the stub untouched")
 }
 
-// stuckRegisterRegistry is a registry whose first Register does not return
-// until release is closed; entered is closed when it begins.
+// stuckRegisterRegistry is a registry whose first Register waits at its
+// gate.
 type stuckRegisterRegistry struct {
 	*memory.Registry
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
+	*gate
 }
 
 func (r *stuckRegisterRegistry) Register(ctx context.Context, u *protocol.URL) error {
-	r.once.Do(func() {
-		close(r.entered)
-		<-r.release
-	})
+	r.hold()
 	return r.Registry.Register(ctx, u)
 }
 
@@ -228,9 +186,8 @@ func (r *stuckRegisterRegistry) Register(ctx context.Context, u *protocol.URL) e
 // application is shut down, and takes its registration back.
 func TestWaitingExportDoesNotHoldUpTheApplication(t *testing.T) {
 	slowReg := memory.New()
-	stuck := &stuckRegisterRegistry{Registry: slowReg, entered: make(chan struct{}), release: make(chan struct{})}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(stuck.release) }) }
+	stuck := &stuckRegisterRegistry{Registry: slowReg, gate: newGate()}
+	release := stuck.open
 	defer release()
 	app, err := config.New(&config.Config{
 		Registries: map[string]config.RegistryConfig{
@@ -256,12 +213,30 @@ func TestWaitingExportDoesNotHoldUpTheApplication(t *testing.T) {
 		_, err := app.Export(ctx, "slow", Greeter{})
 		slowDone <- err
 	}()
-	select {
-	case <-stuck.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the slow Export never registered")
-	}
+	stuck.waitEntered(t, "the slow Export never registered")
 
+	goesOnPastStuckCall(t, app, "an Export", release, slowDone)
+	// The registration the slow Export made late is taken back.
+	rec := &recordingListener{got: make(chan []*protocol.URL, 1)}
+	consumer := protocol.NewURL("consumer", "127.0.0.1", 0, "demo.Slow", map[string]string{protocol.KeyInterface: "demo.Slow"})
+	require.NoError(t, slowReg.Subscribe(consumer, rec))
+	defer func() { _ = slowReg.Unsubscribe(consumer, rec) }()
+	select {
+	case urls := <-rec.got:
+		assert.Empty(t, urls, "providers of demo.Slow left in the registry")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no provider list for demo.Slow")
+	}
+}
+
+// goesOnPastStuckCall checks what the two Waiting... tests share: while
+// stuckCall ("a Refer", "an Export") of app waits in its registry, an
+// Export and a Refer of "greeter" and the /metrics page go on, the
+// greeter answers, and Shutdown returns; then release lets the registry
+// answer, and the stuck call, whose result comes on slowDone, fails
+// saying the application is shut down.
+func goesOnPastStuckCall(t *testing.T, app *config.Application, stuckCall string, release func(), slowDone <-chan error) {
+	t.Helper()
 	done := make(chan error, 1)
 	var client GreeterClient
 	go func() {
@@ -287,7 +262,7 @@ func TestWaitingExportDoesNotHoldUpTheApplication(t *testing.T) {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("Export, Refer and /metrics waited for an Export stuck in its registry")
+		t.Fatalf("Export, Refer and /metrics waited for %s stuck in its registry", stuckCall)
 	}
 	reply, err := client.SayHello(context.Background(), "world")
 	require.NoError(t, err)
@@ -303,25 +278,14 @@ func TestWaitingExportDoesNotHoldUpTheApplication(t *testing.T) {
 	case err := <-shut:
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("Shutdown waited for an Export stuck in its registry")
+		t.Fatalf("Shutdown waited for %s stuck in its registry", stuckCall)
 	}
 	release()
 	select {
 	case err := <-slowDone:
 		require.ErrorContains(t, err, "application is shut down")
 	case <-time.After(30 * time.Second):
-		t.Fatal("the slow Export did not end once its registry answered")
-	}
-	// The registration the slow Export made late is taken back.
-	rec := &recordingListener{got: make(chan []*protocol.URL, 1)}
-	consumer := protocol.NewURL("consumer", "127.0.0.1", 0, "demo.Slow", map[string]string{protocol.KeyInterface: "demo.Slow"})
-	require.NoError(t, slowReg.Subscribe(consumer, rec))
-	defer func() { _ = slowReg.Unsubscribe(consumer, rec) }()
-	select {
-	case urls := <-rec.got:
-		assert.Empty(t, urls, "providers of demo.Slow left in the registry")
-	case <-time.After(30 * time.Second):
-		t.Fatal("no provider list for demo.Slow")
+		t.Fatalf("the slow call (%s) did not end once its registry answered", stuckCall)
 	}
 }
 
