@@ -138,6 +138,43 @@ func call(ctx context.Context, c *exchange.Client, body string) (string, error) 
 	return string(exchange.Body(resp)), nil
 }
 
+// echoes calls c with body and says whether the echo provider answered
+// it: an error when the call fails or its answer is not body.
+func echoes(ctx context.Context, c *exchange.Client, body string) error {
+	got, err := call(ctx, c, body)
+	if err == nil && got != body {
+		err = fmt.Errorf("got %q, want %q", got, body)
+	}
+	return err
+}
+
+// echoFromMany has callers goroutines on each client of cs make calls
+// calls each, of bodies "g/i" (g the caller, i the call), all at once; a
+// caller stops at its first call that does not echo its body, and that
+// error fails the test.
+func echoFromMany(t *testing.T, ctx context.Context, cs []*exchange.Client, callers, calls int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(cs)*callers)
+	for _, c := range cs {
+		for g := range callers {
+			wg.Go(func() {
+				for i := range calls {
+					if err := echoes(ctx, c, fmt.Sprintf("%d/%d", g, i)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 func TestCallAndGo(t *testing.T) {
 	ctx := testCtx(t)
 	_, addr := serve(t, newEcho(), nil)
@@ -166,28 +203,7 @@ func TestConcurrentCallsShareOneConnection(t *testing.T) {
 	ctx := testCtx(t)
 	s, addr := serve(t, newEcho(), nil)
 	c := dial(t, addr, nil)
-	var wg sync.WaitGroup
-	errs := make(chan error, 100)
-	for g := range 100 {
-		wg.Go(func() {
-			for i := range 20 {
-				want := fmt.Sprintf("%d/%d", g, i)
-				got, err := call(ctx, c, want)
-				if err == nil && got != want {
-					err = fmt.Errorf("got %q, want %q", got, want)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	echoFromMany(t, ctx, []*exchange.Client{c}, 100, 20)
 	require.Equal(t, 1, s.Conns())
 }
 
@@ -452,13 +468,7 @@ func TestShutdownAnnouncesReadOnly(t *testing.T) {
 	s, addr := serve(t, h, nil)
 	c := dial(t, addr, nil)
 	inflight := make(chan error, 1)
-	go func() {
-		got, err := call(ctx, c, "block")
-		if err == nil && got != "block" {
-			err = fmt.Errorf("got %q", got)
-		}
-		inflight <- err
-	}()
+	go func() { inflight <- echoes(ctx, c, "block") }()
 	<-h.started
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(ctx) }()
@@ -592,13 +602,7 @@ func TestOverloadPushesBack(t *testing.T) {
 	const n = 20
 	results := make(chan error, n)
 	for range n {
-		go func() {
-			got, err := call(ctx, c, "block")
-			if err == nil && got != "block" {
-				err = fmt.Errorf("got %q", got)
-			}
-			results <- err
-		}()
+		go func() { results <- echoes(ctx, c, "block") }()
 	}
 	<-h.started
 	<-h.started

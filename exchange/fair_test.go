@@ -402,31 +402,11 @@ func TestInlineRunsKeepTheWorkerBound(t *testing.T) {
 	})
 	s, addr := serve(t, h, &exchange.Options{Workers: 1})
 	const conns, callers, calls = 4, 4, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, conns*callers)
-	for range conns {
-		c := dial(t, addr, nil)
-		for g := range callers {
-			wg.Go(func() {
-				for i := range calls {
-					want := fmt.Sprintf("%d/%d", g, i)
-					got, err := call(ctx, c, want)
-					if err == nil && got != want {
-						err = fmt.Errorf("got %q, want %q", got, want)
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
+	cs := make([]*exchange.Client, conns)
+	for i := range cs {
+		cs[i] = dial(t, addr, nil)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	echoFromMany(t, ctx, cs, callers, calls)
 	require.Equal(t, int32(1), most.Load(), "handlers at once")
 	require.LessOrEqual(t, s.Workers(), 1)
 	// A request is counted out after its answer is sent.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,21 @@ func waitLed(t *testing.T, c *exchange.Client, n uint64) {
 	t.Helper()
 	require.Eventually(t, func() bool { return c.Led() >= n }, 5*time.Second, 100*time.Microsecond)
 	require.Equal(t, n, c.Led())
+}
+
+// warmClient is how the tests of the reading role begin: with the role
+// kept free between calls (KeepRoleFree), it dials addr (an echo
+// provider or a scripted peer) and makes one call, so that the next call
+// finds the role free and reads. It returns the test's context and the
+// client.
+func warmClient(t *testing.T, addr string, opts *exchange.Options) (context.Context, *exchange.Client) {
+	t.Helper()
+	exchange.KeepRoleFree(t)
+	ctx := testCtx(t)
+	c := dial(t, addr, opts)
+	_, err := call(ctx, c, "warm")
+	require.NoError(t, err)
+	return ctx, c
 }
 
 // Sequential calls read their own responses: the first waits for the
@@ -48,49 +62,17 @@ func TestLoneCallsReadTheirResponses(t *testing.T) {
 // while it still waits. Its own ends when the provider answers, and the
 // role is free again for the next call.
 func TestCallsEndWhileOneReads(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	h := newEcho()
 	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, addr, nil)
 	require.Zero(t, c.Led())
 
 	reader := make(chan error, 1)
-	go func() {
-		got, err := call(ctx, c, "block")
-		if err == nil && got != "block" {
-			err = fmt.Errorf("got %q", got)
-		}
-		reader <- err
-	}()
+	go func() { reader <- echoes(ctx, c, "block") }()
 	<-h.started
 	waitLed(t, c, 1) // the blocked call reads
 
-	const callers, each = 16, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for g := range callers {
-		wg.Go(func() {
-			for i := range each {
-				want := fmt.Sprintf("%d/%d", g, i)
-				got, err := call(ctx, c, want)
-				if err == nil && got != want {
-					err = fmt.Errorf("got %q, want %q", got, want)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	echoFromMany(t, ctx, []*exchange.Client{c}, 16, 10)
 	require.Equal(t, uint64(1), c.Led(), "the others waited for the reading caller to hand them out")
 	require.Equal(t, 1, c.Pending(), "only the blocked call waits")
 
@@ -108,15 +90,11 @@ func TestCallsEndWhileOneReads(t *testing.T) {
 // waiting; the late response of the first is counted late, and the role
 // is free again afterwards.
 func TestReadingCallTimesOut(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	h := newEcho()
 	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, addr, nil)
 
-	_, err = c.Call(ctx, 50*time.Millisecond, 27, request("block")) // reads, then times out
+	_, err := c.Call(ctx, 50*time.Millisecond, 27, request("block")) // reads, then times out
 	var te *status.TimeoutError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, uint64(1), c.Led())
@@ -125,13 +103,7 @@ func TestReadingCallTimesOut(t *testing.T) {
 
 	// The role is free again: this one reads, and waits for the provider.
 	other := make(chan error, 1)
-	go func() {
-		got, err := call(ctx, c, "block")
-		if err == nil && got != "block" {
-			err = fmt.Errorf("got %q", got)
-		}
-		other <- err
-	}()
+	go func() { other <- echoes(ctx, c, "block") }()
 	<-h.started
 	waitLed(t, c, 2)
 	// A third call, reading nothing itself, times out while the second reads.
@@ -154,13 +126,9 @@ func TestReadingCallTimesOut(t *testing.T) {
 // A reading caller that times out while another call waits hands the
 // role on to the standby goroutine, which reads the other's response.
 func TestTimedOutReaderHandsOn(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	h := newEcho()
 	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, addr, nil)
 
 	first := make(chan error, 1)
 	go func() {
@@ -187,13 +155,9 @@ func TestTimedOutReaderHandsOn(t *testing.T) {
 // error (the standby goroutine sees the context end at its next tick);
 // the role passes on and later calls work.
 func TestReadingCallCancelled(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	h := newEcho()
 	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, addr, nil)
 
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -204,7 +168,7 @@ func TestReadingCallCancelled(t *testing.T) {
 	<-h.started
 	waitLed(t, c, 1)
 	cancel()
-	err = <-errc
+	err := <-errc
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, status.ErrTimeout)
 	require.Equal(t, uint64(1), c.Stops())
@@ -222,13 +186,9 @@ func TestReadingCallCancelled(t *testing.T) {
 // Close while a caller reads ends its call with ErrClosed; nothing is
 // left running (goleak).
 func TestCloseWhileCallerReads(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	h := newEcho()
 	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, addr, nil)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(ctx, c, "block")
@@ -289,12 +249,8 @@ func onePeer(t *testing.T, n int, after bool) string {
 // A provider that closes the connection while a caller reads: the call
 // ends with ErrConnLost.
 func TestConnectionLostWhileCallerReads(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
-	c := dial(t, onePeer(t, 1, true), nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
-	_, err = call(ctx, c, "unanswered")
+	ctx, c := warmClient(t, onePeer(t, 1, true), nil)
+	_, err := call(ctx, c, "unanswered")
 	require.ErrorIs(t, err, status.ErrConnLost)
 	require.Equal(t, uint64(1), c.Led())
 	<-c.Done()
@@ -320,12 +276,8 @@ func TestFreeRoleWatched(t *testing.T) {
 // An asynchronous call that finds the role free hands it to the standby
 // goroutine, which reads its response.
 func TestFutureWithFreeRole(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
 	_, addr := serve(t, newEcho(), nil)
-	c := dial(t, addr, nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, addr, nil)
 	for i := range 3 {
 		f := c.Go(ctx, 0, 27, request(fmt.Sprint(i)))
 		resp, err := f.Result()

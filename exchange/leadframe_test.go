@@ -71,11 +71,7 @@ func stallPeer(t *testing.T, bodyLen, part int) string {
 // the provider stalls in the middle of a frame: the frame's own bound
 // (FrameTimeout, 30 s here) is the connection's, not the call's.
 func TestReadingCallEndsByDeadlineMidFrame(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
-	c := dial(t, stallPeer(t, 256<<10, 1<<10), &exchange.Options{FrameTimeout: 30 * time.Second})
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	ctx, c := warmClient(t, stallPeer(t, 256<<10, 1<<10), &exchange.Options{FrameTimeout: 30 * time.Second})
 
 	errc := make(chan error, 1)
 	go func() {
@@ -98,11 +94,7 @@ func TestReadingCallEndsByDeadlineMidFrame(t *testing.T) {
 // their connections cost the process 25 ms of CPU a second at the 2 ms
 // tick), and looks again once the call has ended.
 func TestStandbyParksForContextlessReader(t *testing.T) {
-	exchange.KeepRoleFree(t)
-	ctx := testCtx(t)
-	c := dial(t, stallPeer(t, -1, 0), nil)
-	_, err := call(ctx, c, "warm")
-	require.NoError(t, err)
+	_, c := warmClient(t, stallPeer(t, -1, 0), nil)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -132,13 +124,10 @@ func TestStandbyWatchesReaderContext(t *testing.T) {
 // cancel and where the call's error arrives.
 func readingCallToCancel(t *testing.T, wrap func(context.Context, *exchange.Client) context.Context) (*exchange.Client, context.CancelFunc, <-chan error) {
 	t.Helper()
-	exchange.KeepRoleFree(t)
 	h := newEcho()
 	_, addr := serve(t, h, nil)
-	c := dial(t, addr, nil)
+	_, c := warmClient(t, addr, nil)
 	t.Cleanup(func() { close(h.release) }) // runs first: the held call ends before the client and server close
-	_, err := call(testCtx(t), c, "warm")
-	require.NoError(t, err)
 	cctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)

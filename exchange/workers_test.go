@@ -1,7 +1,6 @@
 package exchange_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -24,13 +23,7 @@ func TestSurplusIdleWorkersStop(t *testing.T) {
 	results := make(chan error, n)
 	for range n {
 		c := dial(t, addr, nil)
-		go func() {
-			got, err := call(ctx, c, "block")
-			if err == nil && got != "block" {
-				err = fmt.Errorf("got %q", got)
-			}
-			results <- err
-		}()
+		go func() { results <- echoes(ctx, c, "block") }()
 	}
 	for range n {
 		<-h.started
