@@ -30,6 +30,28 @@ type Buffer struct {
 
 	// held is released with this buffer (Hold).
 	held *Buffer
+
+	// charge is what the frame counts against its connection's MaxQueue
+	// while it waits to be written (its footprint when it was queued).
+	charge int
+}
+
+// frameOverhead is the memory of a queued frame besides its arrays: the
+// Buffer and its slot in a queue.
+const frameOverhead = int(unsafe.Sizeof(Buffer{})) + 16
+
+// footprint is the memory b keeps while it waits to be written: its array
+// whole (a small frame in a pooled buffer keeps all of the buffer's
+// capacity), its spliced bytes, a buffer it holds, and the Buffer itself.
+// A peer that never reads gets its answers queued up to MaxQueue, and
+// counting only the bytes to write let a flood of small answers keep
+// twenty times MaxQueue in memory.
+func (b *Buffer) footprint() int {
+	n := cap(b.B) + b.spliced + frameOverhead
+	if b.held != nil {
+		n += cap(b.held.B) + frameOverhead
+	}
+	return n
 }
 
 // part is a slice spliced into a frame after B[:at].

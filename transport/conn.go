@@ -77,7 +77,7 @@ type Conn struct {
 
 	mu       sync.Mutex
 	queue    []*Buffer
-	queued   int   // bytes in queue
+	queued   int   // footprint of the frames queued and being written (Buffer.charge)
 	err      error // first error; set once
 	graceful bool
 
@@ -240,15 +240,17 @@ func (c *Conn) enqueue(f *Buffer) error {
 		f.Release()
 		return err
 	}
-	if c.queued+f.Len() > c.opts.MaxQueue && len(c.queue) > 0 {
+	n := f.footprint()
+	if c.queued+n > c.opts.MaxQueue && len(c.queue) > 0 {
 		c.mu.Unlock()
 		f.Release()
 		err := fmt.Errorf("%w: more than %d bytes queued", ErrSlowPeer, c.opts.MaxQueue)
 		c.shutdown(err, false)
 		return err
 	}
+	f.charge = n
 	c.queue = append(c.queue, f)
-	c.queued += f.Len()
+	c.queued += n
 	c.mu.Unlock()
 	return nil
 }
@@ -352,14 +354,18 @@ func (c *Conn) writeLater() {
 	c.mu.Unlock()
 	taken := 0
 	for _, f := range q {
-		taken += len(f.B)
+		taken += f.charge
 	}
 	raceReleaseIO()
 	n, err := c.direct.writev(q)
 	c.laterWrites.Add(1)
 	var rest []*Buffer
+	left := 0 // the charge of rest
 	if err == nil {
 		rest = unwritten(q, n)
+		for _, f := range rest {
+			left += f.charge
+		}
 	} else {
 		for _, f := range q {
 			f.Release()
@@ -369,10 +375,7 @@ func (c *Conn) writeLater() {
 	rs.spare = q[:0]
 	c.mu.Lock()
 	c.writing = false
-	if err != nil {
-		n = taken // dropped: they count no more
-	}
-	c.queued -= n
+	c.queued -= taken - left
 	if c.space != nil {
 		close(c.space)
 		c.space = nil
@@ -404,6 +407,7 @@ func unwritten(q []*Buffer, n int) []*Buffer {
 		if n > 0 {
 			tail := GetBuffer()
 			tail.B = append(tail.B, f.B[n:]...)
+			tail.charge = tail.footprint()
 			f.Release()
 			rest = append(rest, tail)
 		} else {
@@ -477,7 +481,8 @@ func (c *Conn) WriteNow(f *Buffer) (bool, error) {
 		c.queue = append(c.queue, nil)
 		copy(c.queue[1:], c.queue)
 		c.queue[0] = rest
-		c.queued += len(rest.B)
+		rest.charge = rest.footprint()
+		c.queued += rest.charge
 	}
 	wake := len(c.queue) > 0
 	c.mu.Unlock()
@@ -507,9 +512,10 @@ func (c *Conn) SendWait(ctx context.Context, deadline time.Time, f *Buffer) erro
 			f.Release()
 			return err
 		}
-		if c.queued+f.Len() <= c.opts.MaxQueue || len(c.queue) == 0 {
+		if n := f.footprint(); c.queued+n <= c.opts.MaxQueue || len(c.queue) == 0 {
+			f.charge = n
 			c.queue = append(c.queue, f)
-			c.queued += f.Len()
+			c.queued += n
 			c.mu.Unlock()
 			select {
 			case c.wake <- struct{}{}:
@@ -1161,7 +1167,7 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 		for i, f := range q {
 			if !f.take() {
 				// Withdrawn by its lender: not a byte of it is written.
-				written += f.Len()
+				written += f.charge
 				f.Release()
 				q[i] = nil
 				continue
@@ -1182,7 +1188,7 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 					_, err = bw.Write(f.B)
 				}
 			}
-			written += f.Len()
+			written += f.charge
 			f.Release()
 			q[i] = nil
 		}
@@ -1194,8 +1200,8 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 	}
 }
 
-// dequeued takes n written bytes off the queue's count and wakes the
-// senders waiting for room.
+// dequeued takes the charge n of frames written or dropped off the
+// queue's count and wakes the senders waiting for room.
 func (c *Conn) dequeued(n int) {
 	c.mu.Lock()
 	c.queued -= n
@@ -1219,6 +1225,7 @@ type vectorWriter struct {
 	iov    net.Buffers // the frames' bytes; WriteTo consumes a copy
 	out    net.Buffers // that copy: a local one would escape, one allocation per write
 	bytes  int
+	charge int // the frames' charge against MaxQueue
 
 	// lent: the iov pieces (indices) that are borrowed bytes of lent
 	// frames (Buffer.Lend); own holds the copies settleLent and
@@ -1252,14 +1259,16 @@ func (w *vectorWriter) add(f *Buffer) {
 		w.iov = append(w.iov, f.B)
 	}
 	w.bytes += f.Len()
+	w.charge += f.charge
 }
 
 func (w *vectorWriter) part(p []byte) { w.iov = append(w.iov, p) }
 
-// write writes and releases the frames held; it returns their byte count.
+// write writes and releases the frames held; it returns their charge
+// against MaxQueue.
 func (w *vectorWriter) write(c *Conn) (int, error) {
 	raceReleaseIO()
-	n := w.bytes
+	n := w.charge
 	var err error
 	hook := false
 	if len(w.lent) > 0 {
@@ -1365,7 +1374,7 @@ func (w *vectorWriter) drop() {
 		w.frames[i] = nil
 	}
 	clear(w.iov)
-	w.frames, w.iov, w.bytes, w.lent = w.frames[:0], w.iov[:0], 0, w.lent[:0]
+	w.frames, w.iov, w.bytes, w.charge, w.lent = w.frames[:0], w.iov[:0], 0, 0, w.lent[:0]
 	if cap(w.own) > ownMax {
 		w.own = nil
 	}
@@ -1415,7 +1424,7 @@ func (c *Conn) writeVectored(w *vectorWriter, batch *[]*Buffer) error {
 			q[i] = nil
 			if !f.take() {
 				// Withdrawn by its lender: not a byte of it is written.
-				c.dequeued(f.Len())
+				c.dequeued(f.charge)
 				f.Release()
 				continue
 			}

@@ -19,7 +19,8 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	// DefaultBufferSize sizes each connection's read and write buffers.
 	DefaultBufferSize = 32 << 10
-	// DefaultMaxQueue bounds the bytes queued and not yet written.
+	// DefaultMaxQueue bounds the memory of frames queued and not yet
+	// written.
 	DefaultMaxQueue = 64 << 20
 	// DefaultFrameTimeout bounds the time from a frame's first byte to its
 	// last (slow-loris).
@@ -41,9 +42,12 @@ type Options struct {
 	// HandshakeTimeout bounds a server-side TLS handshake (default
 	// DefaultHandshakeTimeout, 10 s).
 	HandshakeTimeout time.Duration
-	// MaxQueue bounds the bytes of frames queued and not yet written
-	// (default DefaultMaxQueue, 64 MiB); a Send beyond it closes the
-	// connection with ErrSlowPeer.
+	// MaxQueue bounds the memory of frames queued and not yet written
+	// (default DefaultMaxQueue, 64 MiB): each counts its buffer whole
+	// (capacity, not only the bytes to write) and what it holds, so a
+	// flood of small frames to a peer that does not read is bounded as
+	// well as a few large ones. A Send beyond it closes the connection
+	// with ErrSlowPeer.
 	MaxQueue int
 	// ReadBufferSize and WriteBufferSize size the per-connection buffers
 	// (default DefaultBufferSize, 32 KiB each). They are taken from a pool

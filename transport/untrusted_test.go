@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -195,3 +196,31 @@ type echoHandler struct{}
 
 func (echoHandler) Serve(c *transport.Conn, f *transport.Buffer) { _ = c.Send(f) }
 func (echoHandler) Closed(*transport.Conn, error)                {}
+
+// TestSmallFramesChargedWhole: MaxQueue bounds the memory that frames
+// waiting for a peer that does not read keep, not only their bytes: each
+// small frame keeps its pooled buffer whole. Counted by their bytes, 26-byte
+// frames in 1 KiB buffers kept about 40 times MaxQueue.
+func TestSmallFramesChargedWhole(t *testing.T) {
+	ctx := testCtx(t)
+	x, y := net.Pipe() // nothing reads y
+	defer y.Close()
+	h := newRecorder(false)
+	const maxQueue = 1 << 20
+	c := transport.NewConn(x, h, &transport.Options{MaxQueue: maxQueue})
+	defer c.Close()
+	before := memInUse()
+	accepted := 0
+	var err error
+	for i := uint64(0); i < 1<<20 && err == nil; i++ {
+		if err = c.SendWait(ctx, time.Now().Add(time.Millisecond), frame(i, "0123456789")); err == nil {
+			accepted++
+		}
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the queue filled")
+	require.NoError(t, c.Err(), "SendWait does not close the connection")
+	grown := int64(memInUse()) - int64(before)
+	t.Logf("%d frames of %d bytes queued: %d KiB in use (MaxQueue %d KiB)", accepted, transport.HeaderSize+10, grown>>10, maxQueue>>10)
+	require.Less(t, grown, int64(2*maxQueue), "%d frames queued", accepted)
+	require.Greater(t, accepted, 100, "the queue takes small frames")
+}
