@@ -511,7 +511,11 @@ func (a *Application) byName(names []string) []protocol.Filter {
 // Config.Shutdown.Timeout, whatever the methods in progress do. A second
 // SIGINT or SIGTERM during the shutdown ends the process at once, with
 // exit status 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
+// A nil ctx is taken as context.Background().
 func (a *Application) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -553,8 +557,12 @@ var exit = os.Exit
 // It returns by ctx's deadline, or after Config.Shutdown.Timeout when ctx
 // has none, even when a method in progress ignores its context: such calls
 // are abandoned (they go on in the background and their answers are
-// dropped), logged and counted by Abandoned, and the error says so.
+// dropped), logged and counted by Abandoned, and the error says so. A nil
+// ctx is taken as context.Background().
 func (a *Application) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()

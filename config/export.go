@@ -33,6 +33,9 @@ import (
 // up no other Export or Refer; an Export still registering when Shutdown
 // begins fails.
 func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("config: export %s: %w", id, errNilContext)
+	}
 	e, sc, err := a.serve(id, impl)
 	if err != nil {
 		return nil, err

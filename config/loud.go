@@ -21,6 +21,10 @@ import (
 // time and none of its registries is connected.
 var ErrRegistryUnreachable = errors.New("registry unreachable")
 
+// errNilContext is Export's and Refer's error for a nil context, which
+// would otherwise panic deep in the registry or the protocol.
+var errNilContext = errors.New("nil context.Context: pass context.Background(), or a context with a deadline to bound the wait")
+
 // anyConnected reports whether one of regs says it is connected; a
 // registry that cannot tell (no registry.HealthReporter) counts as
 // connected.

@@ -104,3 +104,32 @@ func TestReferCheckRegistryDown(t *testing.T) {
 	require.ErrorIs(t, err, cluster.ErrNoProvider)
 	assert.NotErrorIs(t, err, config.ErrRegistryUnreachable)
 }
+
+// A nil context is an error from Export and Refer (it panicked in the
+// registry after the port was bound), and Shutdown takes it as
+// context.Background().
+func TestNilContextIsAnError(t *testing.T) {
+	ctx := testCtx(t)
+	var nilCtx context.Context // as a caller that forgot to set one
+	reg := memory.New()
+	defer reg.Close()
+	app := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+
+	_, err := app.Export(nilCtx, "orders", &orders{})
+	require.EqualError(t, err, "config: export orders: nil context.Context: pass context.Background(), or a context with a deadline to bound the wait")
+	var c ordersClient
+	require.EqualError(t, app.Refer(nilCtx, "orders", &c), "config: refer orders: nil context.Context: pass context.Background(), or a context with a deadline to bound the wait")
+	assert.Nil(t, c.Total)
+	g, err := app.ReferGeneric(nilCtx, "orders")
+	require.Error(t, err)
+	assert.Nil(t, g)
+
+	// Nothing was left half done: the same calls with a context work.
+	_, err = app.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	require.NoError(t, app.Refer(ctx, "orders", &c))
+	total, err := c.Total(ctx, Order{Items: []string{"a", "b", "c"}}, 2)
+	require.NoError(t, err)
+	assert.Equal(t, 6, total)
+	require.NoError(t, app.Shutdown(nilCtx))
+}

@@ -38,6 +38,9 @@ import (
 // longest timeout of its registries) without holding up the rest of the
 // application; a Refer still waiting when Shutdown begins fails.
 func (a *Application) Refer(ctx context.Context, id string, stub any) error {
+	if ctx == nil {
+		return fmt.Errorf("config: refer %s: %w", id, errNilContext)
+	}
 	if err := a.checkMethodsKeys(id, stub); err != nil {
 		return err
 	}
@@ -56,6 +59,9 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 // tools such as the minidubbo CLI. Arguments are converted to the provider's
 // parameter types when no value is lost.
 func (a *Application) ReferGeneric(ctx context.Context, id string) (*proxy.Generic, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("config: refer %s: %w", id, errNilContext)
+	}
 	var g *proxy.Generic
 	err := a.refer(ctx, id, func(inv protocol.Invoker) (err error) {
 		g, err = proxy.NewGeneric(inv)
