@@ -160,3 +160,28 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	assert.True(t, seen)
 }
+
+// The point of a minute younger than 30 s sits at the chart's right edge:
+// drawn in the middle of its minute it fell past the edge, out of sight,
+// so right after a demo run the charts looked empty.
+func TestChartPointOfCurrentMinuteInside(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t)
+	_, err := chromedp.Run(ctx, chromedp.Navigate(f.http.URL+"/"))
+	require.NoError(t, err)
+	_, err = chromedp.Run(ctx, chromedp.WaitVisible(`body[data-loads]`))
+	require.NoError(t, err)
+	// until is 10 s into the minute of the last point; the chart is 400
+	// wide with 46 on the left and 10 on the right for the axes.
+	cx, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
+  const svg = chart('QPS', 'calls/s', [{side: 'consumer', points: [
+    {t: '2026-01-01T11:59:00Z', v: 5}, {t: '2026-01-01T12:00:00Z', v: 7}]}],
+    '2026-01-01T11:00:00Z', '2026-01-01T12:00:10Z');
+  return [...svg.querySelectorAll('circle')].map(c => +c.getAttribute('cx'));
+})()`))
+	require.NoError(t, err)
+	require.Len(t, cx, 2)
+	assert.Equal(t, 390.0, cx[1], "the young minute's point at the right edge")
+	assert.Less(t, cx[0], cx[1])
+	assert.GreaterOrEqual(t, cx[0], 46.0)
+}

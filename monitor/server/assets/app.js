@@ -90,8 +90,9 @@ function chart(title, unit, series, since, until) {
   }
   for (const s of series) {
     if (s.points.length === 0) continue;
-    // A point sits in the middle of its minute.
-    const pts = s.points.map(p => [x(Date.parse(p.t) + 30000), y(p.v), p]);
+    // A point sits in the middle of its minute, or at the right edge while
+    // that minute is younger than 30 s (else it would be drawn past it).
+    const pts = s.points.map(p => [x(Math.min(Date.parse(p.t) + 30000, t1)), y(p.v), p]);
     svg.append(el('polyline', { class: s.side, points: pts.map(([a, b]) => `${a.toFixed(1)},${b.toFixed(1)}`).join(' '), 'data-side': s.side, 'data-n': pts.length }));
     for (const [a, b, p] of pts) {
       svg.append(el('circle', { class: s.side, cx: a.toFixed(1), cy: b.toFixed(1), r: 2.5, 'data-v': p.v },
