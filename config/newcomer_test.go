@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -132,4 +133,41 @@ func TestNilContextIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 6, total)
 	require.NoError(t, app.Shutdown(nilCtx))
+}
+
+// The YAML a Dubbo user writes out of habit, and values of the wrong
+// type, are errors that name the key, its line and what to write.
+func TestYAMLNewcomerMistakes(t *testing.T) {
+	_, err := config.Parse(strings.NewReader(`application: {name: shop}
+registry:
+  address: "zookeeper://127.0.0.1:2181"
+protocol: {port: 20880}
+services:
+  greeter: {interface: demo.Greeter, weight: abc, executes: 1.5, protocol: dubbo}
+references:
+  greeter: {interface: demo.Greeter, check: yes please, retries: "2", empty_protection: 1}
+`))
+	require.Error(t, err)
+	assert.Equal(t, `config: registry (line 2): unknown key; registries are named: write registries: {zk: {address: "zookeeper://127.0.0.1:2181"}}
+config: protocol (line 4): unknown key; protocols are named: write protocols: {dubbo: {port: 20880}}
+config: services.greeter.weight (line 6): "abc" is not a whole number
+config: services.greeter.executes (line 6): "1.5" is not a whole number
+config: references.greeter.check (line 8): "yes please" is not true or false
+config: references.greeter.retries (line 8): "2" is not a whole number
+config: references.greeter.empty_protection (line 8): "1" is not true or false`, err.Error())
+
+	_, err = config.Parse(strings.NewReader("dubbo:\n  application: {name: shop}\n"))
+	assert.EqualError(t, err, "config: dubbo (line 1): unknown key; write this file's keys at the top level, "+
+		"without dubbo: (application, registries, protocols, services, references, ...)")
+
+	// What the decoder takes stays taken: whole floats, YAML 1.1 booleans, empty values.
+	c, err := config.Parse(strings.NewReader(`registries: {zk: {address: "zookeeper://127.0.0.1:2181", check: yes}}
+services: {greeter: {interface: demo.Greeter, weight: 1e3, executes: ~}}
+references: {greeter: {interface: demo.Greeter, check: on, retries: 2.0}}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, 1000, *c.Services["greeter"].Weight)
+	assert.True(t, c.References["greeter"].Check)
+	assert.Equal(t, 2, *c.References["greeter"].Retries)
+	assert.True(t, *c.Registries["zk"].Check)
 }

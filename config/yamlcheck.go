@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +22,17 @@ var movedKeys = map[reflect.Type]map[string]movedKey{
 		"username":        {to: "zookeeper.username", example: "zookeeper: {username: u, password: p}"},
 		"password":        {to: "zookeeper.password", example: "zookeeper: {username: u, password: p}"},
 	},
+}
+
+// topLevelHints answer the top-level keys a Dubbo user writes out of
+// habit (Spring's dubbo.registry.address, one registry, one protocol).
+var topLevelHints = map[string]string{
+	"dubbo":     "write this file's keys at the top level, without dubbo: (application, registries, protocols, services, references, ...)",
+	"registry":  `registries are named: write registries: {zk: {address: "zookeeper://127.0.0.1:2181"}}`,
+	"protocol":  "protocols are named: write protocols: {dubbo: {port: 20880}}",
+	"service":   "services are named: write services: {greeter: {interface: demo.Greeter}}",
+	"reference": "references are named: write references: {greeter: {interface: demo.Greeter}}",
+	"provider":  "services are named: write services: {greeter: {interface: demo.Greeter}}",
 }
 
 type movedKey struct {
@@ -62,6 +74,15 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 		return
 	}
 	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind == yaml.ScalarNode && !wholeNumber(n) {
+			*errs = append(*errs, fmt.Sprintf("config: %s (line %d): %q is not a whole number", path, n.Line, n.Value))
+		}
+	case reflect.Bool:
+		if n.Kind == yaml.ScalarNode && !yamlBool(n) {
+			*errs = append(*errs, fmt.Sprintf("config: %s (line %d): %q is not true or false", path, n.Line, n.Value))
+		}
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			return // the decoder reports the wrong kind
@@ -89,6 +110,10 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 				continue
 			}
 			ft, ok := fields[k.Value]
+			if !ok && path == "" && topLevelHints[k.Value] != "" {
+				*errs = append(*errs, fmt.Sprintf("config: %s (line %d): unknown key; %s", k.Value, k.Line, topLevelHints[k.Value]))
+				continue
+			}
 			if !ok {
 				where := "top level"
 				if path != "" {
@@ -115,6 +140,25 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 			checkNode(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
 		}
 	}
+}
+
+// wholeNumber reports whether the scalar n decodes into an integer, as
+// the decoder would take it, except a float with a fraction: the decoder
+// would cut 1.5 to 1 without a word.
+func wholeNumber(n *yaml.Node) bool {
+	if n.Tag == "!!float" {
+		var f float64
+		return n.Decode(&f) == nil && f == math.Trunc(f)
+	}
+	var i int64
+	return n.Decode(&i) == nil
+}
+
+// yamlBool reports whether the scalar n decodes into a bool, as the
+// decoder would take it (true, false, YAML 1.1's yes/no/on/off, empty).
+func yamlBool(n *yaml.Node) bool {
+	var b bool
+	return n.Decode(&b) == nil
 }
 
 func checkDuration(n *yaml.Node, path string, errs *[]string) {
