@@ -120,8 +120,17 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int64{provs[0].addr: 100, provs[1].addr: 200}, left.ByProvider)
 
+	// No provider under that root: exit 2, saying how to start one.
+	empty := zkc.Address() + "?root=nobody-here"
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", empty, "-calls", "1").CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 2, ee.ExitCode())
+	assert.Contains(t, string(out), "cluster: no provider demo.hello.Greeter; asked registry default: ")
+	assert.Contains(t, string(out), "\n(start a provider first: go run ./examples/hello/provider -registry "+empty+")\n")
+
 	// Bad flags: a clear error and a non-zero status.
-	out, err := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-loadbalance", "nope").CombinedOutput()
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-loadbalance", "nope").CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), `unknown "nope"`)
 	assert.Contains(t, string(out), "roundrobin")

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
 )
 
@@ -58,11 +59,15 @@ func (s *Service) SayHello(ctx context.Context, name string) (*Reply, error) {
 }
 
 // RegistryHint adds what to do to err when it says the registry at
-// address did not answer (config.ErrRegistryUnreachable); other errors
-// are returned as they are.
+// address did not answer (config.ErrRegistryUnreachable), or that it
+// lists no provider (cluster.ErrNoProvider); other errors are returned as
+// they are.
 func RegistryHint(err error, address string) error {
-	if errors.Is(err, config.ErrRegistryUnreachable) {
+	switch {
+	case errors.Is(err, config.ErrRegistryUnreachable):
 		return fmt.Errorf("%w\n(is ZooKeeper running at %s? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)", err, address)
+	case errors.Is(err, cluster.ErrNoProvider):
+		return fmt.Errorf("%w\n(start a provider first: go run ./examples/hello/provider -registry %s)", err, address)
 	}
 	return err
 }
