@@ -205,8 +205,11 @@ type ServiceConfig struct {
 	// Interface is the name consumers refer the service by, such as
 	// demo.Greeter (required).
 	Interface string `yaml:"interface"`
-	Version   string `yaml:"version"`
-	Group     string `yaml:"group"`
+	// Version and Group tell apart providers of one interface (Dubbo's
+	// version and group, empty by default): a reference calls only the
+	// providers whose version and group are its own.
+	Version string `yaml:"version"`
+	Group   string `yaml:"group"`
 	// Protocol id from Config.Protocols (default: the only one, or "dubbo").
 	Protocol string `yaml:"protocol"`
 	// Registries ids (default: all).
@@ -235,9 +238,14 @@ type ServiceConfig struct {
 
 // ReferenceConfig is one referenced service.
 type ReferenceConfig struct {
+	// Interface is the service's name in the registry, as the providers
+	// export it (ServiceConfig.Interface; default: the reference's id).
 	Interface string `yaml:"interface"`
-	Version   string `yaml:"version"`
-	Group     string `yaml:"group"`
+	// Version and Group choose the providers called: those of the same
+	// version and group; "*" (registry.Any) takes any version or group,
+	// and Group may list several ("eu,us").
+	Version string `yaml:"version"`
+	Group   string `yaml:"group"`
 	// URL, when set, calls these providers directly (comma-separated
 	// dubbo://host:port URLs or host:port addresses), without a registry.
 	URL string `yaml:"url"`
