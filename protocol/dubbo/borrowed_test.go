@@ -139,18 +139,19 @@ func exportLender(t *testing.T, p interface {
 // it again; each consumer checks its reply. A request buffer that went
 // back to the pool before the method returned or before the reply that
 // refers to it was written would be read into again and show another
-// payload.
+// payload. The calls' timeout is the test's: the 1 s default ended
+// some under -race at load 20 (the test is about what arrives).
 func TestBorrowedArgumentsUnderLoad(t *testing.T) {
 	t.Run("tcp", func(t *testing.T) {
 		srv := newProtocol(t, nil)
-		u := exportLender(t, srv, &lender{})
+		u := exportLender(t, srv, &lender{}, protocol.KeyTimeout, testTimeoutMillis)
 		borrowUnderLoad(t, refer(t, newProtocol(t, &dubboOptions{Connections: 2}), u))
 	})
 	t.Run("tls", func(t *testing.T) {
 		// TLS writes through a buffered writer, not writev.
 		serverTLS, clientTLS := testcert.SelfSigned(t)
 		srv := newProtocol(t, &dubboOptions{ServerTLS: serverTLS})
-		u := exportLender(t, srv, &lender{})
+		u := exportLender(t, srv, &lender{}, protocol.KeyTimeout, testTimeoutMillis)
 		borrowUnderLoad(t, refer(t, newProtocol(t, &dubboOptions{Connections: 2, ClientTLS: clientTLS}), u))
 	})
 }
@@ -217,7 +218,7 @@ func TestBorrowedReplyWaitsForItsWrite(t *testing.T) {
 	const calls = 160
 	l := &lender{barrier: make(chan struct{}), want: calls, doneCh: make(chan struct{}), total: calls}
 	srv := newProtocol(t, nil)
-	u := exportLender(t, srv, l, protocol.KeyTimeout, "9000") // the replies wait; -race is slow
+	u := exportLender(t, srv, l, protocol.KeyTimeout, testTimeoutMillis) // the replies wait; -race is slow
 	relay := startHoldReplies(t, u)
 	cli := newProtocol(t, &dubboOptions{Connections: 1})
 	inv := refer(t, cli, relay.url(u))

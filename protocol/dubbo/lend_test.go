@@ -3,6 +3,7 @@ package dubbo_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"slices"
@@ -97,6 +98,22 @@ func TestArgumentsNotReadAfterCallReturns(t *testing.T) {
 	cli := newProtocol(t, nil)
 	inv := refer(t, cli, gt.url(u).With(protocol.KeyTimeout, "30000"))
 	ctx := testCtx(t)
+	// The connection first: a call whose deadline passes while the first
+	// dial is under way fails "waiting for the connection" (status.ErrClosed),
+	// not with a timeout, and its request is never written. Under -race at
+	// load 20 the dial took over the small calls' 100 ms. A probe that
+	// times out had the connection (its request, if sent, waits in the gate
+	// and answers nothing the test counts).
+	for {
+		probe, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err := inv.Invoke(probe, &protocol.Invocation{Method: "Nothing"})
+		cancel()
+		if errors.Is(err, status.ErrTimeout) {
+			break
+		}
+		require.ErrorIs(t, err, status.ErrClosed, "probe")
+		require.NoError(t, ctx.Err(), "no connection through the gate")
+	}
 
 	big := bytes.Repeat([]byte{'b'}, 6<<20)
 	bigDone := make(chan error, 1)
@@ -160,7 +177,7 @@ func TestArgumentsNotReadAfterCallReturns(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, time.Millisecond, "the request being written when its call ended never arrived")
+	}, testTimeout, time.Millisecond, "the request being written when its call ended never arrived")
 
 	g.keptMu.Lock()
 	defer g.keptMu.Unlock()

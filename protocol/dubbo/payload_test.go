@@ -21,7 +21,9 @@ import (
 // one (and -race would report the write).
 func TestLargePayloadsStayIntact(t *testing.T) {
 	p := newProtocol(t, &dubboOptions{Connections: 2})
-	g, u := export(t, p, providerURL("demo.InPlace"))
+	// The test is about what arrives, not how soon: the 1 s default
+	// call timeout ended calls under -race at load 20.
+	g, u := export(t, p, providerURL("demo.InPlace", protocol.KeyTimeout, testTimeoutMillis))
 	inv := refer(t, p, u)
 	ctx := testCtx(t)
 	sizes := []int{0, 10, 581, 4095, 4096, 5000, 20000, 70000}

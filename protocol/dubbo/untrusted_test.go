@@ -302,7 +302,10 @@ func TestHostileProviderResponse(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := testCtx(t)
-			cli := newProtocol(t, &dubbo.Options{MaxPayload: 16 << 20})
+			// FrameTimeout: the 4 MiB response took over the 5 s default
+			// to arrive under -race at load 20; the test is about memory
+			// and the error, not the slow-loris bound.
+			cli := newProtocol(t, &dubbo.Options{MaxPayload: 16 << 20, FrameTimeout: testTimeout})
 			inv := refer(t, cli, hostileProvider(t, c.body))
 			var err error
 			got := allocatedDuring(func() {
