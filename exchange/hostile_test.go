@@ -2,6 +2,8 @@ package exchange_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -74,9 +77,12 @@ func TestFloodWithoutReadingBounded(t *testing.T) {
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	require.NoError(t, err)
 	defer nc.Close()
-	// A small receive window: the answers wait in the server's memory,
-	// not in the kernel's buffers.
-	require.NoError(t, nc.(*net.TCPConn).SetReadBuffer(4<<10))
+	// A small receive buffer: the answers wait in the server's memory,
+	// not in the kernel's. (At 4 KiB the kernel drops the server's
+	// segments and both ends back off, for seconds at times: the server
+	// then cuts the connection after FrameTimeout, which is right but
+	// slow.)
+	require.NoError(t, nc.(*net.TCPConn).SetReadBuffer(32<<10))
 	before := heapInUse()
 	wrote := make(chan error, 1)
 	go func() {
@@ -96,4 +102,148 @@ func TestFloodWithoutReadingBounded(t *testing.T) {
 	require.Equal(t, "after", got)
 	nc.Close()
 	<-wrote
+}
+
+// forger is a provider that answers each request with a response for an
+// id never sent, then the right response, then the right response again,
+// then a heartbeat response nobody asked for.
+func forger(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
+	go func() {
+		defer close(done)
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		answer := func(id uint64, event bool, body string) []byte {
+			b := make([]byte, exchange.HeaderSize, exchange.HeaderSize+len(body))
+			h := exchange.Header{Serializer: 27, Status: status.OK, Event: event, ID: id, Length: uint32(len(body))}
+			h.Put(b)
+			return append(b, body...)
+		}
+		for {
+			var hdr [exchange.HeaderSize]byte
+			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+				return
+			}
+			h, err := exchange.ParseHeader(hdr[:])
+			if err != nil {
+				return
+			}
+			body := make([]byte, h.Length)
+			if _, err := io.ReadFull(nc, body); err != nil {
+				return
+			}
+			if h.Event {
+				continue
+			}
+			var out []byte
+			out = append(out, answer(h.ID+1<<40, false, "forged")...)
+			out = append(out, answer(h.ID, false, "re:"+string(body))...)
+			out = append(out, answer(h.ID, false, "duplicate")...)
+			out = append(out, answer(h.ID+7, true, "")...)
+			if _, err := nc.Write(out); err != nil {
+				return
+			}
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestForgedAndDuplicateResponses: responses for ids the client never
+// sent, a second response for an answered call, and heartbeat responses
+// nobody asked for are dropped and counted (Late); every call gets its
+// own answer, sequential or concurrent, and the connection stays up.
+func TestForgedAndDuplicateResponses(t *testing.T) {
+	ctx := testCtx(t)
+	c := dial(t, forger(t), nil)
+	const sequential, concurrent = 20, 16
+	for i := range sequential {
+		got, err := call(ctx, c, fmt.Sprint("s", i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint("re:s", i), got)
+	}
+	errs := make(chan error, concurrent)
+	for i := range concurrent {
+		go func() {
+			got, err := call(ctx, c, fmt.Sprint("c", i))
+			if err == nil && got != fmt.Sprint("re:c", i) {
+				err = fmt.Errorf("call c%d got %q", i, got)
+			}
+			errs <- err
+		}()
+	}
+	for range concurrent {
+		require.NoError(t, <-errs)
+	}
+	// Two late frames per call (the forged one and the duplicate); the
+	// heartbeat responses are events, dropped without counting.
+	const n = sequential + concurrent
+	require.Eventually(t, func() bool { return c.Late() == 2*n }, hostileTimeout, time.Millisecond, "late %d, want %d", c.Late(), 2*n)
+	got, err := call(ctx, c, "still")
+	require.NoError(t, err)
+	require.Equal(t, "re:still", got)
+}
+
+// TestCloseEndsWithHostilePeers: a server with a peer stopped within a
+// frame, a peer that floods requests and reads nothing, and idle peers
+// closes in bounded time (Close writes what is queued for at most a
+// second per connection, all at once), and leaves no goroutine behind.
+func TestCloseEndsWithHostilePeers(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := exchange.NewServer(newEcho(), nil)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	addr := l.Addr().String()
+	var d net.Dialer
+	dialRaw := func() net.Conn {
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	polite := dial(t, addr, nil)
+	_, err = call(ctx, polite, "hello")
+	require.NoError(t, err)
+	for range 3 {
+		dialRaw() // idle
+	}
+	partial := dialRaw()
+	_, err = partial.Write(rawRequests(1)[:exchange.HeaderSize+0]) // a header, no body
+	require.NoError(t, err)
+	flood := dialRaw()
+	require.NoError(t, flood.(*net.TCPConn).SetReadBuffer(4<<10))
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		b := rawRequests(10_000)
+		_ = flood.SetWriteDeadline(time.Now().Add(hostileTimeout))
+		for {
+			if _, err := flood.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return s.Conns() == 6 }, hostileTimeout, time.Millisecond)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return")
+	}
+	require.ErrorIs(t, <-served, transport.ErrServerClosed)
+	require.Zero(t, s.Conns())
+	flood.Close()
+	<-flooding
 }

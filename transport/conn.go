@@ -809,6 +809,11 @@ func (c *Conn) readHeader(k int) error {
 		c.rs.hdrN = k + n
 		return c.interrupted()
 	}
+	if err == io.EOF && k > 0 {
+		// The header's first bytes came before: the peer closed
+		// within a frame, not between frames.
+		err = io.ErrUnexpectedEOF
+	}
 	return c.readErr(err)
 }
 
