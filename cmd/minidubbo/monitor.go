@@ -124,6 +124,9 @@ func serveMonitor(ctx context.Context, c monitorConfig, ready func(service, http
 
 	ln, err := net.Listen("tcp", c.http)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("-http: %w (give -http 127.0.0.1:PORT with a free port)", err)
+		}
 		return fmt.Errorf("-http: %w", err)
 	}
 	web := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}

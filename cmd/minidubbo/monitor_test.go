@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,4 +187,32 @@ func TestReportFlags(t *testing.T) {
 	_, errOut, code := runCLI(t, "monitor", "-retention", "forever")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `-retention "forever"`)
+}
+
+// What a newcomer gets wrong first: report with no monitor running, and a
+// monitor whose -http port is taken. Each says what to give instead.
+func TestMonitorAndReportNewcomerErrors(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	taken := l.Addr().String()
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	nobody := closed.Addr().String()
+	require.NoError(t, closed.Close())
+	_, errOut, code := runCLI(t, "report", "-monitor", "http://"+nobody)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "connection refused")
+	assert.True(t, strings.HasSuffix(errOut, "\n(is minidubbo monitor running there? give -monitor http://HOST:PORT of its -http, or -data DIR to read its data directory)\n"), errOut)
+
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	err = serveMonitor(ctx, monitorConfig{
+		listen: "127.0.0.1:0", http: taken, data: t.TempDir(), name: "test-monitor",
+		retention: 24 * time.Hour, refresh: time.Second,
+	}, func(string, string) { t.Error("the monitor started on a taken port") })
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.Contains(t, err.Error(), "-http: listen tcp "+taken+": bind: address already in use (give -http 127.0.0.1:PORT with a free port)")
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -143,6 +144,9 @@ func reportFromMonitor(ctx context.Context, base, since, service, by string) (*s
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("monitor server: %w\n(is minidubbo monitor running there? give -monitor http://HOST:PORT of its -http, or -data DIR to read its data directory)", err)
+		}
 		return nil, fmt.Errorf("monitor server: %w", err)
 	}
 	defer resp.Body.Close()
