@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,18 @@ func TestHelloRegistryUnreachable(t *testing.T) {
 	assert.Contains(t, errOut, "provider: config: export greeter: registry unreachable: registry default ("+addr+") did not answer within 5s; "+
 		"service greeter not registered (set registries.default.check: false to register in the background once it answers)\n"+
 		"(is ZooKeeper running at "+addr+"? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)\n")
+
+	// A -port another process holds: exit 1 before the registry is asked,
+	// saying which flag to change.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer held.Close()
+	port := strconv.Itoa(held.Addr().(*net.TCPAddr).Port)
+	out, errOut, code = run("provider", "-port", port)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "bind: address already in use")
+	assert.True(t, strings.HasSuffix(errOut, "\n(here: give -port with a free port, or -port 0 for any free port)\n"), errOut)
 
 	_, errOut, code = run("consumer", "-calls", "1")
 	assert.Equal(t, 2, code)

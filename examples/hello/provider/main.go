@@ -7,9 +7,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/minidubbo/minidubbo/config"
@@ -63,6 +65,10 @@ func run() error {
 	cancel()
 	if err != nil {
 		_ = app.Shutdown(context.Background())
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// config's advice names the YAML key; here it is a flag.
+			return fmt.Errorf("%w\n(here: give -port with a free port, or -port 0 for any free port)", err)
+		}
 		return greeter.RegistryHint(err, *reg)
 	}
 	svc.SetAddr(u.Address())
