@@ -16,6 +16,31 @@ import (
 	"github.com/minidubbo/minidubbo/internal/zktest"
 )
 
+// underLoad is where the E2E tests that break something begin: one
+// ZooKeeper server (zkc, and raw, a client of its own), providers A and B
+// listed in it, and a consumer calling them with a load both have
+// answered.
+type underLoad struct {
+	zkc          *zktest.Cluster
+	raw          *zk.Conn
+	addrA, addrB string
+	l            *load
+}
+
+// startUnderLoad starts an underLoad whose load has workers callers.
+func startUnderLoad(ctx context.Context, t *testing.T, workers int) underLoad {
+	t.Helper()
+	zkc := zktest.Start(t)
+	raw := zktest.Client(t, zkc.Addrs()...)
+	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
+	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
+	waitProviders(ctx, t, raw, addrA, addrB) // see startProvider
+	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
+	l := startLoad(ctx, c, workers)
+	l.waitServedBy(ctx, t, "A", "B")
+	return underLoad{zkc: zkc, raw: raw, addrA: addrA, addrB: addrB, l: l}
+}
+
 // A provider appears under /dubbo/{interface}/providers; a consumer sees a
 // new provider and a departed one; a graceful stop of one of two providers
 // under load fails no call and removes its node.
@@ -58,14 +83,8 @@ func TestE2EProvidersComeAndGoUnderLoad(t *testing.T) {
 // providers are listed afterwards.
 func TestE2EZooKeeperDownUnderLoad(t *testing.T) {
 	ctx := testCtx(t)
-	zkc := zktest.Start(t)
-	raw := zktest.Client(t, zkc.Addrs()...)
-	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
-	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
-	waitProviders(ctx, t, raw, addrA, addrB) // see startProvider
-	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
-	l := startLoad(ctx, c, 4)
-	l.waitServedBy(ctx, t, "A", "B")
+	u := startUnderLoad(ctx, t, 4)
+	zkc, raw, addrA, addrB, l := u.zkc, u.raw, u.addrA, u.addrB, u.l
 
 	zkc.Servers[0].Kill()
 	outage := time.NewTimer(10 * time.Second)
@@ -86,14 +105,8 @@ func TestE2EZooKeeperDownUnderLoad(t *testing.T) {
 // consumer keeps calling both, no call fails.
 func TestE2EZooKeeperDataWiped(t *testing.T) {
 	ctx := testCtx(t)
-	zkc := zktest.Start(t)
-	raw := zktest.Client(t, zkc.Addrs()...)
-	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
-	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
-	waitProviders(ctx, t, raw, addrA, addrB) // see startProvider
-	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
-	l := startLoad(ctx, c, 4)
-	l.waitServedBy(ctx, t, "A", "B")
+	u := startUnderLoad(ctx, t, 4)
+	zkc, raw, addrA, addrB, l := u.zkc, u.raw, u.addrA, u.addrB, u.l
 
 	zkc.Servers[0].Kill()
 	zkc.Servers[0].WipeData()
@@ -236,14 +249,8 @@ func TestE2EMalformedProviderNode(t *testing.T) {
 // restores the spread.
 func TestE2ERoutingRuleFromRegistry(t *testing.T) {
 	ctx := testCtx(t)
-	zkc := zktest.Start(t)
-	raw := zktest.Client(t, zkc.Addrs()...)
-	_, addrA := startProvider(ctx, t, zkc.Address(), "A")
-	_, addrB := startProvider(ctx, t, zkc.Address(), "B")
-	waitProviders(ctx, t, raw, addrA, addrB)
-	_, c := startConsumer(ctx, t, zkc.Address(), t.TempDir())
-	l := startLoad(ctx, c, 2)
-	l.waitServedBy(ctx, t, "A", "B")
+	u := startUnderLoad(ctx, t, 2)
+	raw, addrB, l := u.raw, u.addrB, u.l
 
 	_, portB, _ := strings.Cut(addrB, ":")
 	rule := url.QueryEscape("method = Who => port = " + portB)

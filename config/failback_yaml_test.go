@@ -30,30 +30,24 @@ type stallClient struct {
 	Wait func(ctx context.Context) (string, error)
 }
 
-// The failback settings of a reference come from YAML and take effect:
-// retries (the call runs 1 + retries times on the provider, then the
-// strategy gives up) and queue (a second failed call, while the first waits
-// out its backoff, finds the queue full and fails instead of being queued).
-func TestReferenceFailbackFromYAML(t *testing.T) {
-	ctx := testCtx(t)
+// failbackFromYAML exports h as the service test.Stall on a memory
+// registry and refers it from a consumer configured by the YAML
+// references, whose log it observes (Info and up): the consumer, its
+// stub and its log.
+func failbackFromYAML(ctx context.Context, t *testing.T, h any, references string) (*config.Application, *stallClient, *observer.ObservedLogs) {
+	t.Helper()
 	reg := memory.New()
-	defer reg.Close()
-	s := &stall{}
+	t.Cleanup(func() { _ = reg.Close() })
 	prov, err := config.New(&config.Config{
 		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
 		Services:   map[string]config.ServiceConfig{"stall": {Interface: "test.Stall"}},
 	}, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-	_, err = prov.Export(ctx, "stall", s)
+	_, err = prov.Export(ctx, "stall", h)
 	require.NoError(t, err)
 
-	c, err := config.Parse(strings.NewReader(`
-registries: {mem: {address: "memory://test"}}
-references:
-  stall: {interface: test.Stall, check: true, cluster: failback, timeout: 100ms,
-          failback: {retries: 2, queue: 1, backoff: 1s, timeout: 100ms}}
-`))
+	c, err := config.Parse(strings.NewReader("registries: {mem: {address: \"memory://test\"}}\n" + references))
 	require.NoError(t, err)
 	core, logs := observer.New(zap.InfoLevel)
 	cons, err := config.New(c, config.WithRegistry("mem", reg), config.WithLogger(zap.New(core)))
@@ -61,6 +55,21 @@ references:
 	t.Cleanup(func() { _ = cons.Shutdown(context.Background()) })
 	var cl stallClient
 	require.NoError(t, cons.Refer(ctx, "stall", &cl))
+	return cons, &cl, logs
+}
+
+// The failback settings of a reference come from YAML and take effect:
+// retries (the call runs 1 + retries times on the provider, then the
+// strategy gives up) and queue (a second failed call, while the first waits
+// out its backoff, finds the queue full and fails instead of being queued).
+func TestReferenceFailbackFromYAML(t *testing.T) {
+	ctx := testCtx(t)
+	s := &stall{}
+	cons, cl, logs := failbackFromYAML(ctx, t, s, `
+references:
+  stall: {interface: test.Stall, check: true, cluster: failback, timeout: 100ms,
+          failback: {retries: 2, queue: 1, backoff: 1s, timeout: 100ms}}
+`)
 
 	// The first failed call is queued: the caller gets an empty result.
 	v, err := cl.Wait(ctx)
@@ -125,32 +134,13 @@ func (s *stamp) seen() []time.Duration {
 // at least 15s, and the bound checked is that, not a speed.
 func TestReferenceFailbackBackoffAndTimeoutFromYAML(t *testing.T) {
 	ctx := testCtx(t)
-	reg := memory.New()
-	defer reg.Close()
 	s := &stamp{}
-	prov, err := config.New(&config.Config{
-		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://test"}},
-		Services:   map[string]config.ServiceConfig{"stall": {Interface: "test.Stall"}},
-	}, config.WithRegistry("mem", reg), config.WithLogger(logger(t)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-	_, err = prov.Export(ctx, "stall", s)
-	require.NoError(t, err)
-
 	const backoff, retryTimeout = 100 * time.Millisecond, 400 * time.Millisecond
-	c, err := config.Parse(strings.NewReader(`
-registries: {mem: {address: "memory://test"}}
+	_, cl, logs := failbackFromYAML(ctx, t, s, `
 references:
   stall: {interface: test.Stall, check: true, cluster: failback, timeout: 5s,
           failback: {retries: 2, backoff: 100ms, timeout: 400ms}}
-`))
-	require.NoError(t, err)
-	core, logs := observer.New(zap.InfoLevel)
-	cons, err := config.New(c, config.WithRegistry("mem", reg), config.WithLogger(zap.New(core)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cons.Shutdown(context.Background()) })
-	var cl stallClient
-	require.NoError(t, cons.Refer(ctx, "stall", &cl))
+`)
 
 	// The first attempt ends with the caller's 300ms; the retries keep the
 	// caller's context values but not its deadline.
