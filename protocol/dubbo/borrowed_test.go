@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -259,67 +257,6 @@ func TestBorrowedReplyWaitsForItsWrite(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-}
-
-// holdReplies relays TCP connections to a provider; the provider-to-
-// consumer direction stays shut until open, with a small socket buffer,
-// so that replies wait in the provider.
-type holdReplies struct {
-	l      net.Listener
-	openCh chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func startHoldReplies(t *testing.T, target *protocol.URL) *holdReplies {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	g := &holdReplies{l: l, openCh: make(chan struct{})}
-	g.wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p, err := net.Dial("tcp", target.Address())
-			if err != nil {
-				c.Close()
-				continue
-			}
-			_ = p.(*net.TCPConn).SetReadBuffer(16 << 10)
-			g.mu.Lock()
-			g.conns = append(g.conns, c, p)
-			g.mu.Unlock()
-			g.wg.Go(func() {
-				_, _ = io.Copy(p, c)
-				p.Close()
-			})
-			g.wg.Go(func() {
-				<-g.openCh
-				_, _ = io.Copy(c, p)
-				c.Close()
-			})
-		}
-	})
-	t.Cleanup(func() {
-		g.open()
-		l.Close()
-		g.mu.Lock()
-		for _, c := range g.conns {
-			c.Close()
-		}
-		g.mu.Unlock()
-		g.wg.Wait()
-	})
-	return g
-}
-
-func (g *holdReplies) open() { g.once.Do(func() { close(g.openCh) }) }
-
-func (g *holdReplies) url(u *protocol.URL) *protocol.URL {
-	return protocol.NewURL("dubbo", "127.0.0.1", g.l.Addr().(*net.TCPAddr).Port, u.Path, u.Params())
 }
 
 // TestBorrowedJSON: with json, which cannot lend its input, a Borrowed

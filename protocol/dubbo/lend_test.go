@@ -19,8 +19,11 @@ import (
 	"github.com/minidubbo/minidubbo/status"
 )
 
-// gate relays TCP connections to a provider; the consumer-to-provider
-// direction stays shut (nothing is read from the consumer) until open.
+// gate relays TCP connections to a provider with one direction shut
+// (nothing read from its source) until open: the consumer's requests
+// (startGate) or the provider's replies (startHoldReplies). The shut
+// direction's source socket gets a small read buffer, so that what it
+// holds back soon stops its writer.
 type gate struct {
 	l      net.Listener
 	openCh chan struct{}
@@ -30,7 +33,22 @@ type gate struct {
 	wg     sync.WaitGroup
 }
 
+// startGate holds the consumer-to-provider direction, with a 64 KiB
+// window: the consumer's writes stop soon.
 func startGate(t *testing.T, target string) *gate {
+	return startRelay(t, target, true, 64<<10)
+}
+
+// startHoldReplies holds the provider-to-consumer direction, with a
+// 16 KiB window, so that replies wait in the provider.
+func startHoldReplies(t *testing.T, target *protocol.URL) *gate {
+	return startRelay(t, target.Address(), false, 16<<10)
+}
+
+// startRelay relays to target, holding the requests when holdRequests,
+// else the replies, until open; the held direction's source socket reads
+// into a buffer of window bytes.
+func startRelay(t *testing.T, target string, holdRequests bool, window int) *gate {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	g := &gate{l: l, openCh: make(chan struct{})}
@@ -40,24 +58,28 @@ func startGate(t *testing.T, target string) *gate {
 			if err != nil {
 				return
 			}
-			// A small window: the consumer's writes stop soon.
-			_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
 			p, err := net.Dial("tcp", target)
 			if err != nil {
 				c.Close()
 				continue
 			}
+			// src -> dst is held until open; dst -> src runs at once.
+			src, dst := net.Conn(c), p
+			if !holdRequests {
+				src, dst = p, c
+			}
+			_ = src.(*net.TCPConn).SetReadBuffer(window)
 			g.mu.Lock()
 			g.conns = append(g.conns, c, p)
 			g.mu.Unlock()
 			g.wg.Go(func() {
-				_, _ = io.Copy(c, p)
-				c.Close()
+				_, _ = io.Copy(src, dst)
+				src.Close()
 			})
 			g.wg.Go(func() {
 				<-g.openCh
-				_, _ = io.Copy(p, c)
-				p.Close()
+				_, _ = io.Copy(dst, src)
+				dst.Close()
 			})
 		}
 	})
