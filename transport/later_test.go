@@ -34,7 +34,15 @@ func laterServer(t *testing.T) (net.Conn, *transport.Conn, *laterEcho) {
 // one and the accepted one.
 func netConns(t *testing.T) (dialed, accepted net.Conn) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return socketPair(t, "tcp", "127.0.0.1:0")
+}
+
+// socketPair listens on address of network, dials it once and gives both
+// ends: the dialled one and the accepted one. The listener is closed
+// before it returns.
+func socketPair(t *testing.T, network, address string) (dialed, accepted net.Conn) {
+	t.Helper()
+	l, err := net.Listen(network, address)
 	require.NoError(t, err)
 	defer l.Close()
 	acc := make(chan net.Conn, 1)
@@ -42,7 +50,7 @@ func netConns(t *testing.T) (dialed, accepted net.Conn) {
 		c, _ := l.Accept()
 		acc <- c
 	}()
-	dialed, err = net.Dial("tcp", l.Addr().String())
+	dialed, err = net.Dial(network, l.Addr().String())
 	require.NoError(t, err)
 	accepted = <-acc
 	require.NotNil(t, accepted)
@@ -68,13 +76,10 @@ func readFrame(t *testing.T, c net.Conn) (uint64, string) {
 	return binary.BigEndian.Uint64(h[4:12]), string(body)
 }
 
-// Frames queued with SendLater by the reader are written by the reader
-// when it has read all there was, before it waits: many frames read
-// together leave without the writer goroutine.
-func TestSendLaterWrittenByReader(t *testing.T) {
-	client, server, h := laterServer(t)
-	defer client.Close()
-	const n = 50
+// sendHellos writes n frames of body "hello", of ids 0 to n-1, in one
+// write, and bounds the client's reads by the test's deadline.
+func sendHellos(t *testing.T, client net.Conn, n int) {
+	t.Helper()
 	var all []byte
 	for i := range n {
 		all = append(all, rawFrame(uint64(i), "hello")...)
@@ -82,11 +87,27 @@ func TestSendLaterWrittenByReader(t *testing.T) {
 	_, err := client.Write(all)
 	require.NoError(t, err)
 	require.NoError(t, client.SetReadDeadline(deadline(t)))
-	for i := range n {
+}
+
+// readHellos reads the echoed frames of ids from to n-1, in order.
+func readHellos(t *testing.T, client net.Conn, from, n int) {
+	t.Helper()
+	for i := from; i < n; i++ {
 		id, body := readFrame(t, client)
 		require.Equal(t, uint64(i), id, "in order")
 		require.Equal(t, "hello", body)
 	}
+}
+
+// Frames queued with SendLater by the reader are written by the reader
+// when it has read all there was, before it waits: many frames read
+// together leave without the writer goroutine.
+func TestSendLaterWrittenByReader(t *testing.T) {
+	client, server, h := laterServer(t)
+	defer client.Close()
+	const n = 50
+	sendHellos(t, client, n)
+	readHellos(t, client, 0, n)
 	// Counted after each write returns, so read once Close has waited
 	// for the connection's goroutines.
 	require.NoError(t, server.Close())
@@ -193,23 +214,13 @@ func TestSendLaterSplitsLongRead(t *testing.T) {
 	const n = 16
 	h := &gatedEcho{ctx: ctx, last: n - 1, gate: make(chan struct{}), passed: make(chan bool, 1), closed: make(chan error, 1)}
 	server := transport.NewConn(nc, h, nil)
-	var all []byte
-	for i := range n {
-		all = append(all, rawFrame(uint64(i), "hello")...)
-	}
-	_, err := client.Write(all)
-	require.NoError(t, err)
-	require.NoError(t, client.SetReadDeadline(deadline(t)))
+	sendHellos(t, client, n)
 	id, body := readFrame(t, client)
 	require.Equal(t, uint64(0), id)
 	require.Equal(t, "hello", body)
 	close(h.gate)
 	require.True(t, <-h.passed, "the first answers left before the last request of the read was answered")
-	for i := 1; i < n; i++ {
-		id, body := readFrame(t, client)
-		require.Equal(t, uint64(i), id, "in order")
-		require.Equal(t, "hello", body)
-	}
+	readHellos(t, client, 1, n)
 	// The counts are made after each write returns: the client may have
 	// read its bytes before that, so they are read after Close, which
 	// waits for the connection's goroutines.
@@ -224,17 +235,8 @@ func TestSendLaterShortReadOneWrite(t *testing.T) {
 	client, server, h := laterServer(t)
 	defer client.Close()
 	n := 2*transport.LaterSplit - 1
-	var all []byte
-	for i := range n {
-		all = append(all, rawFrame(uint64(i), "hello")...)
-	}
-	_, err := client.Write(all)
-	require.NoError(t, err)
-	require.NoError(t, client.SetReadDeadline(deadline(t)))
-	for i := range n {
-		id, _ := readFrame(t, client)
-		require.Equal(t, uint64(i), id)
-	}
+	sendHellos(t, client, n)
+	readHellos(t, client, 0, n)
 	require.NoError(t, server.Close()) // then the count is final: see above
 	require.ErrorIs(t, <-h.closed, transport.ErrClosed)
 	require.Equal(t, uint64(1), transport.LaterWrites(server))

@@ -29,21 +29,11 @@ func fdFlags(t *testing.T, nc net.Conn) uintptr {
 	return fl
 }
 
+// unixConns gives both ends of a new Unix socket connection: the
+// dialled one and the accepted one.
 func unixConns(t *testing.T) (dialed, accepted net.Conn) {
 	t.Helper()
-	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
-	require.NoError(t, err)
-	defer l.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		acc <- c
-	}()
-	dialed, err = net.Dial("unix", l.Addr().String())
-	require.NoError(t, err)
-	accepted = <-acc
-	require.NotNil(t, accepted)
-	return dialed, accepted
+	return socketPair(t, "unix", filepath.Join(t.TempDir(), "s"))
 }
 
 // Every socket the transport reads and writes raw is non-blocking: dialled
