@@ -205,9 +205,28 @@ func TestCloseWhileCallerReads(t *testing.T) {
 // their bodies) and then closes it, or at once after reading the next
 // request when after is true. It returns its address.
 func onePeer(t *testing.T, n int, after bool) string {
+	reads := n
+	if after {
+		reads++
+	}
+	return scriptedPeer(t, reads, false, func(i int, out exchange.Header, body []byte) []byte {
+		if i == n {
+			return nil // read, not answered
+		}
+		return peerFrame(out, body)
+	})
+}
+
+// scriptedPeer accepts one connection and reads up to reads requests
+// from it; to each it writes what answer returns for it (i from 0; out is
+// a response header with the request's serializer and ID, status OK and
+// the request body's length): nothing when nil. After the last it closes
+// the connection, or, when hold, keeps it open, sending nothing more,
+// until the test ends. It returns its address.
+func scriptedPeer(t *testing.T, reads int, hold bool, answer func(i int, out exchange.Header, body []byte) []byte) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	done := make(chan struct{})
+	done, stop := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		nc, err := l.Accept()
@@ -215,7 +234,7 @@ func onePeer(t *testing.T, n int, after bool) string {
 			return
 		}
 		defer nc.Close()
-		for i := 0; i < n || after; i++ {
+		for i := range reads {
 			var hdr [exchange.HeaderSize]byte
 			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
 				return
@@ -224,26 +243,34 @@ func onePeer(t *testing.T, n int, after bool) string {
 			if _, err := io.ReadFull(nc, body); err != nil {
 				return
 			}
-			if i == n {
-				return // read, not answered
-			}
 			h, err := exchange.ParseHeader(hdr[:])
 			if err != nil {
 				return
 			}
 			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(body))}
-			var oh [exchange.HeaderSize]byte
-			out.Put(oh[:])
-			if _, err := nc.Write(append(oh[:], body...)); err != nil {
-				return
+			if b := answer(i, out, body); b != nil {
+				if _, err := nc.Write(b); err != nil {
+					return
+				}
 			}
+		}
+		if hold {
+			<-stop
 		}
 	}()
 	t.Cleanup(func() {
+		close(stop)
 		l.Close()
 		<-done
 	})
 	return l.Addr().String()
+}
+
+// peerFrame is a frame of header h and body.
+func peerFrame(h exchange.Header, body []byte) []byte {
+	var oh [exchange.HeaderSize]byte
+	h.Put(oh[:])
+	return append(oh[:], body...)
 }
 
 // A provider that closes the connection while a caller reads: the call

@@ -2,9 +2,6 @@ package exchange_test
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -20,51 +17,16 @@ import (
 // is negative), then nothing more until the test ends. It returns its
 // address.
 func stallPeer(t *testing.T, bodyLen, part int) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done, stop := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := l.Accept()
-		if err != nil {
-			return
+	return scriptedPeer(t, 2, true, func(i int, out exchange.Header, body []byte) []byte {
+		switch {
+		case i == 0:
+			return peerFrame(out, body)
+		case bodyLen < 0:
+			return nil
 		}
-		defer nc.Close()
-		for i := 0; i < 2; i++ {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-				return
-			}
-			body := make([]byte, binary.BigEndian.Uint32(hdr[12:16]))
-			if _, err := io.ReadFull(nc, body); err != nil {
-				return
-			}
-			h, err := exchange.ParseHeader(hdr[:])
-			if err != nil {
-				return
-			}
-			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(body))}
-			if i == 1 && bodyLen < 0 {
-				break
-			}
-			if i == 1 {
-				out.Length = uint32(bodyLen)
-				body = make([]byte, part)
-			}
-			var oh [exchange.HeaderSize]byte
-			out.Put(oh[:])
-			if _, err := nc.Write(append(oh[:], body...)); err != nil {
-				return
-			}
-		}
-		<-stop
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		l.Close()
-		<-done
+		out.Length = uint32(bodyLen)
+		return peerFrame(out, make([]byte, part))
 	})
-	return l.Addr().String()
 }
 
 // A caller that reads its own response ends by its deadline even when
