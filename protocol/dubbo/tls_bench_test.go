@@ -11,22 +11,32 @@ import (
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
+// tlsMode is how a benchmark's provider and consumer connect: plain
+// TCP (both configs nil), TLS, or mutual TLS.
+type tlsMode struct {
+	name           string
+	server, client *tls.Config
+}
+
+// tlsModes gives plain, tls and mtls, with ECDSA P-256 certificates of a
+// new CA.
+func tlsModes(b *testing.B) []tlsMode {
+	ca := testcert.NewCA(b, "bench")
+	server := &tls.Config{Certificates: []tls.Certificate{ca.Server(b)}}
+	mutual := &tls.Config{Certificates: server.Certificates, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
+	return []tlsMode{
+		{"plain", nil, nil},
+		{"tls", server, &tls.Config{RootCAs: ca.Pool()}},
+		{"mtls", mutual, &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Client(b, "bench")}}},
+	}
+}
+
 // BenchmarkCallTLS is one loopback call with a 581-byte argument and
 // reply over plain TCP, TLS and mutual TLS (ECDSA P-256 certificates),
 // provider in this process, at 1 and 100 callers: what TLS costs per call
 // once the connection is up.
 func BenchmarkCallTLS(b *testing.B) {
-	ca := testcert.NewCA(b, "bench")
-	server := &tls.Config{Certificates: []tls.Certificate{ca.Server(b)}}
-	mutual := &tls.Config{Certificates: server.Certificates, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
-	for _, m := range []struct {
-		name           string
-		server, client *tls.Config
-	}{
-		{"plain", nil, nil},
-		{"tls", server, &tls.Config{RootCAs: ca.Pool()}},
-		{"mtls", mutual, &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Client(b, "bench")}}},
-	} {
+	for _, m := range tlsModes(b) {
 		srv := newProtocol(b, nil)
 		exp, err := srv.ExportTLS(echoInvoker{u: providerURL("bench.Echo")}, m.server)
 		require.NoError(b, err)
@@ -53,17 +63,7 @@ func BenchmarkCallTLS(b *testing.B) {
 // BenchmarkConnectTLS is a new connection and its first call: dial, the
 // TLS handshake (full, no resumption), one call, close.
 func BenchmarkConnectTLS(b *testing.B) {
-	ca := testcert.NewCA(b, "bench")
-	server := &tls.Config{Certificates: []tls.Certificate{ca.Server(b)}}
-	mutual := &tls.Config{Certificates: server.Certificates, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
-	for _, m := range []struct {
-		name           string
-		server, client *tls.Config
-	}{
-		{"plain", nil, nil},
-		{"tls", server, &tls.Config{RootCAs: ca.Pool()}},
-		{"mtls", mutual, &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Client(b, "bench")}}},
-	} {
+	for _, m := range tlsModes(b) {
 		srv := newProtocol(b, nil)
 		exp, err := srv.ExportTLS(echoInvoker{u: providerURL("bench.Echo")}, m.server)
 		require.NoError(b, err)
