@@ -200,6 +200,17 @@ func signature(method string, types []reflect.Type) string {
 	return b.String()
 }
 
+// arguments reads "1 argument", "2 arguments", "no argument".
+func arguments(n int) string {
+	switch n {
+	case 0:
+		return "no argument"
+	case 1:
+		return "1 argument"
+	}
+	return fmt.Sprintf("%d arguments", n)
+}
+
 // argSlots is where decodeArgs puts the first arguments of a call, in the
 // call's one allocation: the argument list, and the string and []byte
 // values the list's interface values point at (see boxAt).
@@ -219,8 +230,8 @@ const spliceMin = 4 << 10
 // is nil), in slots when it has room for them (slots may be nil).
 func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
-		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %d arguments, got %d",
-			status.ErrBadRequest, r.service, signature(r.method, types), len(types), r.argc)
+		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %s, got %d",
+			status.ErrBadRequest, r.service, signature(r.method, types), arguments(len(types)), r.argc)
 	}
 	if r.argc == 0 {
 		return nil, nil
