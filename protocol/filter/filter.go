@@ -53,15 +53,24 @@ type Executes struct {
 
 var _ protocol.Filter = (*Executes)(nil)
 
-// NewExecutes returns a bound of n calls (n > 0).
-func NewExecutes(n int) *Executes { return &Executes{n: n, sem: make(chan struct{}, n)} }
+// NewExecutes returns a bound of n calls. n of 0 or less is no bound
+// (every call passes), as config's executes: 0; it panicked when negative.
+func NewExecutes(n int) *Executes {
+	if n <= 0 {
+		return &Executes{}
+	}
+	return &Executes{n: n, sem: make(chan struct{}, n)}
+}
 
 // Invoke implements protocol.Filter.
 func (f *Executes) Invoke(ctx context.Context, inv *protocol.Invocation, next protocol.Invoker) (*protocol.Result, error) {
+	if f.sem == nil {
+		return next.Invoke(ctx, inv)
+	}
 	select {
 	case f.sem <- struct{}{}:
 	default:
-		return nil, fmt.Errorf("%w: %s.%s: %d calls running (executes limit)", status.ErrServerBusy, inv.Service, inv.Method, f.n)
+		return nil, fmt.Errorf("%w: %s.%s: the executes limit (%d at once) is reached", status.ErrServerBusy, inv.Service, inv.Method, f.n)
 	}
 	defer func() { <-f.sem }()
 	return next.Invoke(ctx, inv)
