@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"encoding/binary"
 	"io"
 	"net"
 	"testing"
@@ -151,4 +152,39 @@ func TestPayloadLimitBoundary(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF, "the server closed the connection")
 	politeRoundTrip(t, polite, "after")
 	require.Contains(t, string(recv(t, ctx, h.frames)), "after")
+}
+
+// TestPartialFramesCostBounded: peers that each declare the largest body
+// allowed (8 MiB), send 100 bytes of it and stop cost the server what
+// arrived and a read buffer, not what was declared: 80-120 KiB each here
+// (the 32 KiB read buffer, the frame's first 64 KiB step, two goroutines,
+// the client's socket), asserted under 256 KiB, 1/32 of the declared 8 MiB,
+// until FrameTimeout cuts them; a polite connection is served meanwhile.
+func TestPartialFramesCostBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 200 connections")
+	}
+	const n = 200
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute})
+	polite, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer polite.Close()
+	politeRoundTrip(t, polite, "warm")
+
+	start := frame(1, "").B
+	binary.BigEndian.PutUint32(start[12:16], transport.DefaultMaxPayload)
+	start = append(start, make([]byte, 100)...)
+	before := memInUse()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write(start)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return len(s.Conns()) == n+1 }, 10*time.Second, time.Millisecond)
+	politeRoundTrip(t, polite, "meanwhile")
+	per := (int64(memInUse()) - int64(before)) / n
+	t.Logf("%d connections stopped within an 8 MiB frame: %d bytes each (heap and stacks, server and client sockets)", n, per)
+	require.Less(t, per, int64(256<<10))
 }
