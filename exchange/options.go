@@ -91,8 +91,10 @@ type Options struct {
 	// FrameTimeout bounds the time from a frame's first byte to its last
 	// (default transport.DefaultFrameTimeout, slow-loris).
 	FrameTimeout time.Duration
-	// MaxQueue bounds the bytes queued on a connection and not yet written
-	// (default transport.DefaultMaxQueue, 64 MiB). A Client's calls wait
+	// MaxQueue bounds the memory of the frames queued on a connection and
+	// not yet written, each counted with its whole buffer
+	// (transport.Options.MaxQueue; default transport.DefaultMaxQueue,
+	// 64 MiB). A Client's calls wait
 	// while it is full; a heartbeat or response that finds it full closes
 	// the connection with transport.ErrSlowPeer, which the calls find
 	// wrapped with status.ErrConnLost (written) or status.ErrClosed (not

@@ -134,8 +134,9 @@ type Options struct {
 	// on every connection (default transport.DefaultFrameTimeout, 5 s): a
 	// peer that starts a frame and stalls is cut off (slow-loris).
 	FrameTimeout time.Duration
-	// MaxQueue bounds the bytes queued on one connection and not yet
-	// written, on both sides (default transport.DefaultMaxQueue, 64 MiB):
+	// MaxQueue bounds the memory of the frames queued on one connection
+	// and not yet written, each counted with its whole buffer, on both
+	// sides (default transport.DefaultMaxQueue, 64 MiB):
 	// a peer that stops reading has its connection closed with
 	// transport.ErrSlowPeer, and the calls on it fail with
 	// status.ErrConnLost (written) or status.ErrClosed (not written)
