@@ -76,16 +76,24 @@ func memoryApp(t *testing.T, reg *memory.Registry, svc config.ServiceConfig, ref
 	return app
 }
 
+// ordersApps exports orders from one application (prov) on a memory
+// registry and makes another (cons) that refers them (Check: true)
+// through it.
+func ordersApps(ctx context.Context, t *testing.T) (prov, cons *config.Application) {
+	t.Helper()
+	reg := memory.New()
+	t.Cleanup(func() { _ = reg.Close() })
+	prov = memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{})
+	_, err := prov.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	return prov, memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+}
+
 // Struct, pointer and map arguments reach the provider in their declared
 // types through the filter chain config builds.
 func TestExportReferStructArguments(t *testing.T) {
 	ctx := testCtx(t)
-	reg := memory.New()
-	defer reg.Close()
-	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{})
-	_, err := prov.Export(ctx, "orders", &orders{})
-	require.NoError(t, err)
-	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+	prov, cons := ordersApps(ctx, t)
 	var c ordersClient
 	require.NoError(t, cons.Refer(ctx, "orders", &c))
 
@@ -257,12 +265,7 @@ func TestUnknownNames(t *testing.T) {
 // A generic client calls by method name with plain arguments.
 func TestReferGeneric(t *testing.T) {
 	ctx := testCtx(t)
-	reg := memory.New()
-	defer reg.Close()
-	prov := memoryApp(t, reg, config.ServiceConfig{Interface: "test.Orders"}, config.ReferenceConfig{})
-	_, err := prov.Export(ctx, "orders", &orders{})
-	require.NoError(t, err)
-	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Orders", Check: true})
+	_, cons := ordersApps(ctx, t)
 	g, err := cons.ReferGeneric(ctx, "orders")
 	require.NoError(t, err)
 	v, err := g.Invoke(ctx, "Total", []any{map[string]any{"id": 1, "items": []any{"a", "b"}}, 3})
