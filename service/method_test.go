@@ -170,7 +170,7 @@ func TestMethodArgs(t *testing.T) {
 		{"json numbers", add, []any{float64(1), float64(2)}, ""},
 		{"int to int32", add, []any{1, 2}, ""},
 		{"too few", add, []any{int32(1)}, "Add(context.Context, int32, int32) (int64, error) takes 2 arguments after the context, got 1"},
-		{"too many", hello, []any{"a", "b"}, "takes 1 arguments after the context, got 2"},
+		{"too many", hello, []any{"a", "b"}, "takes 1 argument after the context, got 2"},
 		{"fraction", add, []any{1.5, 2}, "argument 1 is float64, want int32"},
 		{"overflow", add, []any{int64(1) << 40, 2}, "argument 1 is int64, want int32"},
 		{"wrong type", hello, []any{42}, "SayHello(context.Context, string) (string, error): argument 1 is int, want string"},
