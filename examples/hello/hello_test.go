@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +23,42 @@ import (
 	"github.com/minidubbo/minidubbo/internal/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if progs.dir != "" {
+			_ = os.RemoveAll(progs.dir)
+		}
+		os.Exit(code)
+	}))
+}
+
+// progs holds the provider and the consumer, built once for the
+// package's tests (see programs).
+var progs struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// programs builds the provider and the consumer on first use, in one go
+// build (which links both at once), and returns their directory; TestMain
+// removes it. Three tests used to build both, one program at a time: six
+// go builds of about 4 s each on a quiet machine, several times that under
+// load.
+func programs(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	progs.once.Do(func() {
+		if progs.dir, progs.err = os.MkdirTemp("", "hello-programs-"); progs.err != nil {
+			return
+		}
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", progs.dir+string(filepath.Separator), "./provider", "./consumer").CombinedOutput()
+		if err != nil {
+			progs.err = fmt.Errorf("go build ./provider ./consumer: %w: %s", err, out)
+		}
+	})
+	require.NoError(t, progs.err)
+	return progs.dir
+}
 
 type summary struct {
 	Calls        int64            `json:"calls"`
@@ -43,11 +80,7 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	zkc := zktest.Start(t)
-	dir := t.TempDir()
-	for _, prog := range []string{"provider", "consumer"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", prog, out)
-	}
+	dir := programs(t, ctx)
 	type proc struct {
 		cmd   *exec.Cmd
 		addr  string
@@ -143,11 +176,7 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 func TestHelloRegistryUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	for _, prog := range []string{"provider", "consumer"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", prog, out)
-	}
+	dir := programs(t, ctx)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := "zookeeper://" + l.Addr().String()

@@ -52,11 +52,7 @@ func TestHelloReportsToFixedMonitor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	zkc := zktest.Start(t)
-	dir := t.TempDir()
-	for _, prog := range []string{"provider", "consumer"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", prog, out)
-	}
+	dir := programs(t, ctx)
 	coll := &sums{calls: map[string]int64{}}
 	mon, err := config.New(&config.Config{
 		Application: config.ApplicationConfig{Name: "test-monitor"},
