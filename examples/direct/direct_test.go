@@ -25,10 +25,9 @@ func TestProviderAndConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	for _, prog := range []string{"provider", "consumer"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", prog, out)
-	}
+	// One go build for both programs: it links them at once.
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./provider", "./consumer").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
 
 	provider := exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", "127.0.0.1:0")
 	provider.Stderr = os.Stderr
@@ -51,7 +50,7 @@ func TestProviderAndConsumer(t *testing.T) {
 	addr := strings.TrimPrefix(first, prefix)
 	require.False(t, strings.HasSuffix(addr, ":0"), "the printed address %q has the real port", addr)
 
-	out, err := exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-addr", addr, "-name", "gopher").CombinedOutput()
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-addr", addr, "-name", "gopher").CombinedOutput()
 	require.NoError(t, err, "consumer: %s", out)
 	assert.Equal(t, strings.Join([]string{
 		"echo: ping",
