@@ -535,7 +535,7 @@ func TestRequestQueuedOnlyWhenHandedToAWorker(t *testing.T) {
 		mu.Unlock()
 		return e.Handle(ctx, req)
 	})
-	_, addr := serve(t, h, &exchange.Options{Workers: 1})
+	s, addr := serve(t, h, &exchange.Options{Workers: 1})
 	c1, c2 := dial(t, addr, nil), dial(t, addr, nil)
 	got, err := call(ctx, c1, "alone")
 	require.NoError(t, err)
@@ -553,6 +553,9 @@ func TestRequestQueuedOnlyWhenHandedToAWorker(t *testing.T) {
 	}()
 	require.Never(t, func() bool { return len(waited) > 0 }, 20*time.Millisecond, time.Millisecond,
 		"one worker: the second request waits")
+	// The server has read it (it holds both) before the first ends: else,
+	// on a loaded machine, it could arrive after and run at once.
+	require.Eventually(t, func() bool { return s.Held() == 2 }, 10*time.Second, time.Millisecond, "the server holds both requests")
 	close(e.release)
 	require.NoError(t, <-blocked)
 	require.NoError(t, <-waited)
