@@ -31,7 +31,7 @@ import (
 // the URL consumers are to dial (publishedURL, registerProvider) and keep
 // the export for Shutdown (keepExport). Waiting for the registries holds
 // up no other Export or Refer; an Export still registering when Shutdown
-// begins fails.
+// begins fails. A nil ctx is an error (pass context.Background()).
 func (a *Application) Export(ctx context.Context, id string, impl any) (*protocol.URL, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("config: export %s: %w", id, errNilContext)

@@ -36,7 +36,8 @@ import (
 //
 // Refer waits for the reference's first provider list (at most the
 // longest timeout of its registries) without holding up the rest of the
-// application; a Refer still waiting when Shutdown begins fails.
+// application; a Refer still waiting when Shutdown begins fails. A nil
+// ctx is an error (pass context.Background()).
 func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 	if ctx == nil {
 		return fmt.Errorf("config: refer %s: %w", id, errNilContext)
@@ -57,7 +58,8 @@ func (a *Application) Refer(ctx context.Context, id string, stub any) error {
 // ReferGeneric returns a generic client for the reference id: it calls any
 // method by name with []any arguments, without the service's Go types, for
 // tools such as the minidubbo CLI. Arguments are converted to the provider's
-// parameter types when no value is lost.
+// parameter types when no value is lost. A nil ctx is an error, as for
+// Refer.
 func (a *Application) ReferGeneric(ctx context.Context, id string) (*proxy.Generic, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("config: refer %s: %w", id, errNilContext)
