@@ -410,11 +410,10 @@ func buildPrograms(t *testing.T) string {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	for _, prog := range []string{"provider", "consumer"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, prog), "./"+prog).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go build %s: %v\n%s", prog, err, out)
-		}
+	// One go build for both programs: it links them at once.
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./provider", "./consumer").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./provider ./consumer: %v\n%s", err, out)
 	}
 	return dir
 }
