@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/minidubbo/minidubbo/internal/words"
 	"reflect"
 	"slices"
 	"strings"
@@ -304,17 +305,6 @@ func unsendable(t reflect.Type) string {
 	return ""
 }
 
-// arguments reads "no argument", "1 argument", "2 arguments".
-func arguments(n int) string {
-	switch n {
-	case 0:
-		return "no argument"
-	case 1:
-		return "1 argument"
-	}
-	return fmt.Sprintf("%d arguments", n)
-}
-
 // Args checks args against the method's parameter types and returns them as
 // Args for Call. Values of the declared types are taken as they
 // are; nil is taken for pointer, interface, slice and map parameters, and
@@ -324,7 +314,7 @@ func arguments(n int) string {
 func (m *Method) Args(args []any) (Args, error) {
 	if len(args) != len(m.ArgTypes) {
 		return Args{}, fmt.Errorf("service: %s takes %s after the context, got %d",
-			m.Signature(), arguments(len(m.ArgTypes)), len(args))
+			m.Signature(), words.Arguments(len(m.ArgTypes)), len(args))
 	}
 	b, _ := m.bufs.Get().(*argBuf)
 	if b == nil {

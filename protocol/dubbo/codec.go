@@ -3,6 +3,7 @@ package dubbo
 import (
 	"errors"
 	"fmt"
+	"github.com/minidubbo/minidubbo/internal/words"
 	"math"
 	"reflect"
 	"strings"
@@ -200,17 +201,6 @@ func signature(method string, types []reflect.Type) string {
 	return b.String()
 }
 
-// arguments reads "1 argument", "2 arguments", "no argument".
-func arguments(n int) string {
-	switch n {
-	case 0:
-		return "no argument"
-	case 1:
-		return "1 argument"
-	}
-	return fmt.Sprintf("%d arguments", n)
-}
-
 // argSlots is where decodeArgs puts the first arguments of a call, in the
 // call's one allocation: the argument list, and the string and []byte
 // values the list's interface values point at (see boxAt).
@@ -231,7 +221,7 @@ const spliceMin = 4 << 10
 func decodeArgs(dec serialize.Decoder, r *request, types []reflect.Type, typed bool, slots *argSlots) ([]any, error) {
 	if typed && int(r.argc) != len(types) {
 		return nil, fmt.Errorf("%w: dubbo: %s.%s takes %s, got %d",
-			status.ErrBadRequest, r.service, signature(r.method, types), arguments(len(types)), r.argc)
+			status.ErrBadRequest, r.service, signature(r.method, types), words.Arguments(len(types)), r.argc)
 	}
 	if r.argc == 0 {
 		return nil, nil
