@@ -146,10 +146,12 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	}
 	dialing := c.dialing
 	c.mu.Unlock()
+	start := time.Now()
 	select {
 	case <-dialing:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: waiting for the connection to %s: %w", status.ErrClosed, c.addr, ctx.Err())
+		return nil, &connectWaitError{addr: c.addr, waited: time.Since(start),
+			dialTimeout: c.p.opts.DialTimeout, cause: ctx.Err()}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -163,6 +165,33 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	}
 	return nil, c.lost()
 }
+
+// connectWaitError is the error of a call whose context ended while it
+// waited for the first dial to a provider: the request was not sent, and
+// the dial goes on for the calls after it. It matches status.ErrClosed
+// (the "not sent" class, which protocol.Retryable and the cluster's
+// failover read) and the context's error (context.DeadlineExceeded or
+// context.Canceled), and says which address, how long the call waited and
+// how long the dial may take.
+type connectWaitError struct {
+	addr        string
+	waited      time.Duration
+	dialTimeout time.Duration
+	cause       error // ctx.Err()
+}
+
+func (e *connectWaitError) Error() string {
+	what := "the call's deadline passed"
+	if !errors.Is(e.cause, context.DeadlineExceeded) {
+		what = "the call was cancelled"
+	}
+	return fmt.Sprintf("dubbo: %s while connecting to %s (waited %s for the dial); the request was not sent "+
+		"(the dial goes on, for up to the dial timeout %s: check that the provider is reachable, "+
+		"or give the call more time): %v",
+		what, e.addr, e.waited.Round(time.Millisecond), e.dialTimeout, e.cause)
+}
+
+func (e *connectWaitError) Unwrap() []error { return []error{status.ErrClosed, e.cause} }
 
 // lost is the error of a call that finds the connection dead before the
 // watcher marked it down: with the reason it died when it is known (a

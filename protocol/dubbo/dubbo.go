@@ -287,7 +287,11 @@ func minTLS12(cfg *tls.Config) *tls.Config {
 // Errors a referred invoker returns, by class (protocol.Retryable reads
 // them):
 //   - not sent: status.ErrDial, status.ErrClosed (invoker or connection
-//     closed), status.ErrReadOnly (the provider is shutting down),
+//     closed; also when the caller's context ends while the first dial to
+//     the provider is under way, and then the error wraps the context's
+//     error too: errors.Is(err, context.DeadlineExceeded) holds and the
+//     text says it was the deadline, while connecting to which address),
+//     status.ErrReadOnly (the provider is shutting down),
 //     status.ErrPayloadTooLarge for a request over the limit;
 //   - sent, no answer: status.ErrTimeout (also wrapping
 //     context.DeadlineExceeded when the deadline was the context's),

@@ -121,7 +121,7 @@ func TestArgumentsNotReadAfterCallReturns(t *testing.T) {
 	inv := refer(t, cli, gt.url(u).With(protocol.KeyTimeout, "30000"))
 	ctx := testCtx(t)
 	// The connection first: a call whose deadline passes while the first
-	// dial is under way fails "waiting for the connection" (status.ErrClosed),
+	// dial is under way fails "deadline passed while connecting" (status.ErrClosed),
 	// not with a timeout, and its request is never written. Under -race at
 	// load 20 the dial took over the small calls' 100 ms. A probe that
 	// times out had the connection (its request, if sent, waits in the gate
