@@ -204,20 +204,40 @@ func (d *msgpackDecoder) Decode(v any) (err error) {
 		}
 	case *[]byte:
 		if p != nil {
+			start := d.pos()
 			b, err := d.decodeBytesInto(*p)
-			if err == nil {
-				*p = b
+			if err != nil {
+				return explain(d.data, start, bytesType, err)
 			}
-			return err
+			*p = b
+			return nil
 		}
 	}
-	if t := reflect.TypeOf(v); t != nil && t.Kind() == reflect.Pointer {
+	t := reflect.TypeOf(v)
+	if t != nil && t.Kind() == reflect.Pointer {
 		if err := d.spend(t.Elem()); err != nil {
 			return err
 		}
 	}
-	return d.d.Decode(v)
+	start := d.pos()
+	if err := d.d.Decode(v); err != nil {
+		if t != nil && t.Kind() == reflect.Pointer {
+			return explain(d.data, start, t.Elem(), err)
+		}
+		return err
+	}
+	return nil
 }
+
+// pos is the offset in the body of the next value.
+func (d *msgpackDecoder) pos() int { return len(d.data) - d.r.Len() }
+
+var (
+	stringType = reflect.TypeFor[string]()
+	bytesType  = reflect.TypeFor[[]byte]()
+	int64Type  = reflect.TypeFor[int64]()
+	mapSSType  = reflect.TypeFor[map[string]string]()
+)
 
 func (d *msgpackDecoder) DecodeAny() (v any, err error) {
 	defer recoverDecode(&err)
@@ -255,20 +275,35 @@ func signed(v any) any {
 // DecodeString copies the string's bytes once, from the body (msgpack's
 // own DecodeString copies them into its buffer first).
 func (d *msgpackDecoder) DecodeString() (string, error) {
+	start := d.pos()
 	b, err := d.stringBytes()
-	return string(b), err
+	if err != nil {
+		return "", explain(d.data, start, stringType, err)
+	}
+	return string(b), nil
 }
 
 // DecodeBytes implements BytesDecoder: nil for msgpack's nil, a copy of
 // the bytes of a bin or str value otherwise, as decoding into a *[]byte
 // gives.
-func (d *msgpackDecoder) DecodeBytes() ([]byte, error) { return d.decodeBytesInto(nil) }
+func (d *msgpackDecoder) DecodeBytes() ([]byte, error) {
+	start := d.pos()
+	b, err := d.decodeBytesInto(nil)
+	if err != nil {
+		return nil, explain(d.data, start, bytesType, err)
+	}
+	return b, nil
+}
 
 // DecodeBytesBorrowed implements BorrowingDecoder: the bytes of a bin or
 // str value as a slice of the body, nil for msgpack's nil.
 func (d *msgpackDecoder) DecodeBytesBorrowed() ([]byte, error) {
+	start := d.pos()
 	src, _, err := d.nextBytes()
-	return src, err
+	if err != nil {
+		return nil, explain(d.data, start, bytesType, err)
+	}
+	return src, nil
 }
 
 // nextBytes reads the next value as a bin or str and gives its bytes as a
@@ -320,7 +355,14 @@ func (d *msgpackDecoder) decodeBytesInto(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-func (d *msgpackDecoder) DecodeInt() (int64, error) { return d.d.DecodeInt64() }
+func (d *msgpackDecoder) DecodeInt() (int64, error) {
+	start := d.pos()
+	n, err := d.d.DecodeInt64()
+	if err != nil {
+		return 0, explain(d.data, start, int64Type, err)
+	}
+	return n, nil
+}
 
 func (d *msgpackDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 	return d.DecodeMapIntern(l, copying{})
@@ -349,9 +391,10 @@ func (d *msgpackDecoder) stringBytes() ([]byte, error) {
 }
 
 func (d *msgpackDecoder) DecodeStringIntern(in Interner, max int) (string, error) {
+	start := d.pos()
 	b, err := d.stringBytes()
 	if err != nil {
-		return "", err
+		return "", explain(d.data, start, stringType, err)
 	}
 	if max > 0 && len(b) > max {
 		return "", fmt.Errorf("%w: string of %d bytes, limit %d", ErrLimit, len(b), max)
@@ -364,7 +407,15 @@ func (d *msgpackDecoder) DecodeStringIntern(in Interner, max int) (string, error
 const maxKeptMap = 4
 
 func (d *msgpackDecoder) DecodeMapIntern(l MapLimits, in Interner) (map[string]string, error) {
-	start := len(d.data) - d.r.Len()
+	start := d.pos()
+	m, err := d.decodeMapIntern(l, in, start)
+	if err != nil {
+		return nil, explain(d.data, start, mapSSType, err)
+	}
+	return m, nil
+}
+
+func (d *msgpackDecoder) decodeMapIntern(l MapLimits, in Interner, start int) (map[string]string, error) {
 	n, err := d.d.DecodeMapLen()
 	if err != nil || n <= 0 {
 		return nil, err

@@ -1,0 +1,79 @@
+package dubbo_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/proxy"
+	"github.com/minidubbo/minidubbo/serialize"
+	"github.com/minidubbo/minidubbo/status"
+)
+
+type shipment struct {
+	To     string `msgpack:"to"`
+	Weight int    `msgpack:"weight"`
+}
+
+// shop has methods whose arguments are a string, an integer and a struct.
+type shop struct{}
+
+func (shop) Find(_ context.Context, name string) (string, error)    { return "found " + name, nil }
+func (shop) Double(_ context.Context, n int64) (int64, error)       { return 2 * n, nil }
+func (shop) Ship(_ context.Context, s shipment) (string, error)     { return "to " + s.To, nil }
+func (shop) Label(_ context.Context, b []byte) (int, error)         { return len(b), nil }
+func (shop) Tally(_ context.Context, m map[string]int) (int, error) { return len(m), nil }
+
+// TestWrongKindOfArgument: an argument of the wrong kind, sent as a
+// generic caller (or the CLI) sends it, comes back as a bad request that
+// names the argument, the kind that came and the kind the method takes
+// (it said "msgpack: invalid code=2a decoding string/bytes length"); a
+// reply decoded into the wrong type says the same on the consumer, where
+// the *serialize.TypeError stays in the chain.
+func TestWrongKindOfArgument(t *testing.T) {
+	ctx := testCtx(t)
+	p := newProtocol(t, nil)
+	prov, err := proxy.NewProvider(protocol.NewURL("dubbo", "127.0.0.1", 0, "demo.Shop", nil), shop{})
+	require.NoError(t, err)
+	exp, err := p.Export(prov)
+	require.NoError(t, err)
+	inv := refer(t, p, exp.(*dubbo.Exporter).URL())
+
+	for _, tc := range []struct {
+		method string
+		arg    any
+		want   string
+	}{
+		{"Find", 42, "bad request: dubbo: demo.Shop.Find(string) argument 0 (string): serialize: got an integer (42), expected a string"},
+		{"Find", map[string]any{"name": "x"}, "argument 0 (string): serialize: got a map, expected a string"},
+		{"Double", "7", `argument 0 (int64): serialize: got a string ("7"), expected an integer`},
+		{"Double", 1.5, "argument 0 (int64): serialize: got a float (1.5), expected an integer"},
+		{"Ship", "home", `argument 0 (dubbo_test.shipment): serialize: got a string ("home"), expected a map`},
+		{"Ship", map[string]any{"to": "home", "weight": "heavy"}, `argument 0 (dubbo_test.shipment): serialize: weight: got a string ("heavy"), expected an integer (int)`},
+		{"Label", true, "argument 0 ([]uint8): serialize: got a boolean (true), expected bytes or a string"},
+		{"Tally", []any{1, 2}, "argument 0 (map[string]int): serialize: got an array, expected a map"},
+	} {
+		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: tc.method, Args: []any{tc.arg}})
+		require.ErrorIs(t, err, status.ErrBadRequest, tc.method)
+		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "code=", "the decoder's code stays out of the text")
+	}
+
+	// The right kinds go through.
+	var n int64
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Double", Args: []any{int64(21)}, Reply: &n})
+	require.NoError(t, err)
+	require.Equal(t, int64(42), n)
+
+	// A reply of another kind than the consumer's type.
+	var wrong int
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Find", Args: []any{"a"}, Reply: &wrong})
+	require.ErrorIs(t, err, status.ErrBadResponse)
+	var te *serialize.TypeError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, `got a string ("found a")`, "got "+te.Got)
+	require.ErrorContains(t, err, `serialize: got a string ("found a"), expected an integer`)
+}
