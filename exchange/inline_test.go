@@ -138,9 +138,15 @@ func stuckPeer(t *testing.T) string {
 // the call ends at its timeout; so does the next one, whose request waits
 // behind it.
 func TestLoneCallToStuckPeerTimesOut(t *testing.T) {
-	ctx := testCtx(t)
+	// Longer than testCtx: the calls must end by their own timeout, and
+	// under load building and copying 24 MiB requests under the race
+	// detector took testCtx's 10 s; both calls then ended "after 0s"
+	// without a byte written (Inline() 0).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c := dial(t, stuckPeer(t), &exchange.Options{MaxPayload: 32 << 20})
 	body := strings.Repeat("z", 24<<20) // more than loopback's socket buffers take
+	var errs [2]error
 	for i := range 2 {
 		f := request(body)
 		start := time.Now()
@@ -149,12 +155,19 @@ func TestLoneCallToStuckPeerTimesOut(t *testing.T) {
 		require.Nil(t, resp)
 		var te *status.TimeoutError
 		require.ErrorAs(t, err, &te, "call %d", i)
+		require.Equal(t, 200*time.Millisecond, te.Timeout, "call %d ended by the test's context, not its own timeout: %v", i, err)
 		// Bounded, not measured: a call blocked in its write would stay
 		// there until the test's deadline.
 		require.Less(t, took, 5*time.Second, "call %d", i)
 		t.Logf("call %d: %v after %v", i, err, took)
+		errs[i] = err
 	}
-	require.Equal(t, uint64(1), c.Inline(), "the second found the first's rest being written")
+	// 1: the first call wrote its request itself (the socket took part,
+	// the writer has the rest) and the second found that rest being
+	// written. 0: the first was not written by its caller; 2: the second
+	// was, so the first's rest was no longer queued.
+	require.Equal(t, uint64(1), c.Inline(),
+		"Inline() counts the requests written by their callers; want the first only (errors: %v; %v)", errs[0], errs[1])
 }
 
 // A connection that the peer closes while lone calls write their large
@@ -193,7 +206,10 @@ func TestConnectionLostDuringInlineWrite(t *testing.T) {
 // Close while a lone call writes a large request: the call ends with an
 // error, Close returns, nothing leaks.
 func TestCloseDuringInlineWrite(t *testing.T) {
-	ctx := testCtx(t)
+	// Longer than testCtx, as in TestLoneCallToStuckPeerTimesOut: under
+	// load the call could start after testCtx's 10 s and end at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c := dial(t, stuckPeer(t), &exchange.Options{MaxPayload: 32 << 20})
 	body := strings.Repeat("v", 24<<20)
 	done := make(chan error, 1)
@@ -201,7 +217,17 @@ func TestCloseDuringInlineWrite(t *testing.T) {
 		_, err := c.Call(ctx, 0, 27, request(body))
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return c.Inline() == 1 }, 5*time.Second, time.Millisecond)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for c.Inline() != 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("the call ended before its caller wrote its request: %v (Inline() %d)", err, c.Inline())
+		case <-ctx.Done():
+			t.Fatalf("the call's caller never wrote its request (Inline() %d)", c.Inline())
+		case <-tick.C:
+		}
+	}
 	require.NoError(t, c.Close())
 	select {
 	case err := <-done:
