@@ -34,6 +34,11 @@ type Buffer struct {
 	// charge is what the frame counts against its connection's MaxQueue
 	// while it waits to be written (its footprint when it was queued).
 	charge int
+
+	// acct, when set, is the connection whose memory budget the frame
+	// is charged to, owed bytes, until it is released (budget.go).
+	acct *Conn
+	owed int
 }
 
 // frameOverhead is the memory of a queued frame besides its arrays: the
@@ -88,6 +93,10 @@ func getReadBuffer(n int) *Buffer {
 // Release returns b to the pool; b must not be used after. An array over
 // maxPooled bytes is left to the garbage collector.
 func (b *Buffer) Release() {
+	if b.acct != nil {
+		b.acct.unbill(b.owed)
+		b.acct, b.owed = nil, 0
+	}
 	b.endLoan()
 	if b.parts != nil {
 		b.dropParts()

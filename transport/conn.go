@@ -117,6 +117,15 @@ type Conn struct {
 	dmu  sync.Mutex
 	// interrupts counts the stops Interrupt caused (tests).
 	interrupts atomic.Uint64
+
+	// budget, on a Server's connections, is the memory budget its frames
+	// are charged to (budget.go); held is what c's frames hold of it,
+	// read and queued; waiting is set while the reading role waits for
+	// room, and throttles counts those waits for the Server.
+	budget    *Budget
+	held      atomic.Int64
+	waiting   atomic.Bool
+	throttles *atomic.Uint64
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -124,18 +133,20 @@ type Conn struct {
 // Options.Validate) close the connection at once with the error.
 func NewConn(nc net.Conn, h Handler, opts *Options) *Conn {
 	o := opts.withDefaults()
-	c := newConn(nc, h, &o)
+	c := newConn(nc, h, &o, nil, nil)
 	if err := opts.Validate(); err != nil {
 		c.Abort(err)
 	}
 	return c
 }
 
-func newConn(nc net.Conn, h Handler, o *Options) *Conn {
+func newConn(nc net.Conn, h Handler, o *Options, b *Budget, throttles *atomic.Uint64) *Conn {
 	c := &Conn{
 		nc:         nc,
 		h:          h,
 		opts:       o,
+		budget:     b,
+		throttles:  throttles,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -183,7 +194,7 @@ func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, er
 		}
 		nc = tc
 	}
-	return newConn(nc, h, &o), nil
+	return newConn(nc, h, &o, nil, nil), nil
 }
 
 // LocalAddr returns the local network address.
@@ -249,6 +260,7 @@ func (c *Conn) enqueue(f *Buffer) error {
 		return err
 	}
 	f.charge = n
+	c.bill(f)
 	c.queue = append(c.queue, f)
 	c.queued += n
 	c.mu.Unlock()
@@ -362,7 +374,7 @@ func (c *Conn) writeLater() {
 	var rest []*Buffer
 	left := 0 // the charge of rest
 	if err == nil {
-		rest = unwritten(q, n)
+		rest = c.unwritten(q, n)
 		for _, f := range rest {
 			left += f.charge
 		}
@@ -396,7 +408,7 @@ func (c *Conn) writeLater() {
 
 // unwritten releases the frames of q that the first n bytes wrote, and
 // returns the rest, the first of them cut to its unwritten tail (a copy).
-func unwritten(q []*Buffer, n int) []*Buffer {
+func (c *Conn) unwritten(q []*Buffer, n int) []*Buffer {
 	for i, f := range q {
 		if n >= len(f.B) {
 			n -= len(f.B)
@@ -408,6 +420,7 @@ func unwritten(q []*Buffer, n int) []*Buffer {
 			tail := GetBuffer()
 			tail.B = append(tail.B, f.B[n:]...)
 			tail.charge = tail.footprint()
+			c.bill(tail)
 			f.Release()
 			rest = append(rest, tail)
 		} else {
@@ -482,6 +495,7 @@ func (c *Conn) WriteNow(f *Buffer) (bool, error) {
 		copy(c.queue[1:], c.queue)
 		c.queue[0] = rest
 		rest.charge = rest.footprint()
+		c.bill(rest)
 		c.queued += rest.charge
 	}
 	wake := len(c.queue) > 0
@@ -514,6 +528,7 @@ func (c *Conn) SendWait(ctx context.Context, deadline time.Time, f *Buffer) erro
 		}
 		if n := f.footprint(); c.queued+n <= c.opts.MaxQueue || len(c.queue) == 0 {
 			f.charge = n
+			c.bill(f)
 			c.queue = append(c.queue, f)
 			c.queued += n
 			c.mu.Unlock()
@@ -823,6 +838,9 @@ func (c *Conn) readFrameBody(f *Buffer) error {
 	n := int(binary.BigEndian.Uint32(f.B[12:HeaderSize]))
 	err := readBody(c.rs.br, c.rd, f, n-(len(f.B)-HeaderSize))
 	if err == nil {
+		if f.acct != nil && cap(f.B) > f.owed {
+			c.topUp(f)
+		}
 		return nil
 	}
 	if c.stopped(err) {
@@ -956,15 +974,27 @@ func (c *Conn) frameOf() (*Buffer, error) {
 	if n > c.opts.MaxPayload {
 		return nil, fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
 	}
-	if rs.br.Buffered() < n {
-		c.flushLater()
-		if err := c.frameStarted(); err != nil {
+	var f *Buffer
+	if c.budget != nil {
+		var err error
+		if f, err = c.budgetFrame(n); err != nil {
 			return nil, err
 		}
 	}
-	// As readBody would grow it: a declared length gets at most
-	// readStep bytes before they arrive.
-	f := getReadBuffer(HeaderSize + min(n, readStep))
+	if rs.br.Buffered() < n {
+		c.flushLater()
+		if err := c.frameStarted(); err != nil {
+			if f != nil {
+				f.Release()
+			}
+			return nil, err
+		}
+	}
+	if f == nil {
+		// As readBody would grow it: a declared length gets at most
+		// readStep bytes before they arrive.
+		f = getReadBuffer(HeaderSize + min(n, readStep))
+	}
 	f.B = append(f.B, hdr...)
 	return f, nil
 }

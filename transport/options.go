@@ -68,6 +68,18 @@ type Options struct {
 	// back before the connection is closed (nil: nothing), so the peer
 	// can be told why rather than see its connection dropped.
 	PlainOnTLS func(header []byte) []byte
+	// MaxMemory bounds the memory that the frames of a Server's
+	// connections hold together, read and not yet released or queued and
+	// not yet written (default DefaultMaxMemory, 256 MiB, or twice
+	// MaxPayload when that is more). When it is used up the Server stops
+	// reading the connections that hold frames until memory is released:
+	// their peers' writes wait in TCP, nothing is refused; see Budget.
+	// Connections made with Dial or NewConn have no budget.
+	MaxMemory int
+	// Budget, when set, is the memory budget a Server charges instead of
+	// one of its own of MaxMemory bytes: Servers given the same Budget
+	// share it, so that it bounds a process's frames across them.
+	Budget *Budget
 	// Logger receives connection events (default none).
 	Logger *zap.Logger
 }
@@ -83,6 +95,7 @@ func DefaultOptions() Options {
 		WriteBufferSize:  DefaultBufferSize,
 		FrameTimeout:     DefaultFrameTimeout,
 		MaxConns:         DefaultMaxConns,
+		MaxMemory:        DefaultMaxMemory,
 	}
 }
 
@@ -101,6 +114,7 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "WriteBufferSize", Value: int64(o.WriteBufferSize), Default: DefaultBufferSize},
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxConns", Value: int64(o.MaxConns), Default: DefaultMaxConns},
+		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
 	)
 }
 

@@ -26,6 +26,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"WriteBufferSize", &transport.Options{WriteBufferSize: -1}, "WriteBufferSize -1"},
 		{"FrameTimeout", &transport.Options{FrameTimeout: -time.Millisecond}, "FrameTimeout -1ms"},
 		{"MaxConns", &transport.Options{MaxConns: -5}, "MaxConns -5"},
+		{"MaxMemory", &transport.Options{MaxMemory: -1}, "transport: MaxMemory -1 is negative (want 0 for the default, 256 MiB or twice MaxPayload, or more)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()
@@ -47,6 +48,7 @@ func TestDefaultOptions(t *testing.T) {
 		WriteBufferSize:  transport.DefaultBufferSize,
 		FrameTimeout:     transport.DefaultFrameTimeout,
 		MaxConns:         transport.DefaultMaxConns,
+		MaxMemory:        transport.DefaultMaxMemory,
 	}, transport.DefaultOptions())
 }
 

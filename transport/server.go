@@ -28,7 +28,18 @@ type Server struct {
 	wg        sync.WaitGroup // handshakes and connections
 	refused   atomic.Uint64
 	failedTLS atomic.Uint64
+	budget    *Budget
+	throttled atomic.Uint64
 }
+
+// Budget returns the memory budget the server's connections are charged
+// to (Options.Budget, or the server's own of Options.MaxMemory).
+func (s *Server) Budget() *Budget { return s.budget }
+
+// Throttled returns how many times one of the server's connections
+// stopped reading because the memory budget was used up
+// (Options.MaxMemory).
+func (s *Server) Throttled() uint64 { return s.throttled.Load() }
 
 // Refused returns how many connections were closed at once because
 // Options.MaxConns were open.
@@ -56,13 +67,18 @@ func (s *Server) admit(nc net.Conn) bool {
 // NewServer returns a server that serves connections with h; opts may be
 // nil. Invalid opts (see Options.Validate) make Serve return the error.
 func NewServer(h Handler, opts *Options) *Server {
-	return &Server{
+	s := &Server{
 		h:         h,
 		opts:      opts.withDefaults(),
 		invalid:   opts.Validate(),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*Conn]struct{}{},
 	}
+	s.budget = s.opts.Budget
+	if s.budget == nil {
+		s.budget = NewBudget(budgetLimit(&s.opts))
+	}
+	return s
 }
 
 // Listen listens on addr ("127.0.0.1:0" picks a free port) and returns the
@@ -178,7 +194,7 @@ func (s *Server) add(nc net.Conn, admitted bool) {
 		return
 	}
 	s.wg.Add(1)
-	c := newConn(nc, serverHandler{s}, &s.opts)
+	c := newConn(nc, serverHandler{s}, &s.opts, s.budget, &s.throttled)
 	s.conns[c] = struct{}{}
 }
 

@@ -1,0 +1,260 @@
+package transport
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultMaxMemory is the default of Options.MaxMemory: the memory the
+// frames of a Server's connections may hold, read or queued to write,
+// before the Server stops reading (but never less than twice MaxPayload,
+// so that every frame MaxPayload allows fits).
+const DefaultMaxMemory = 256 << 20
+
+// smallFrame is the largest frame (header included) that a connection
+// holding no frame may read while the budget is used up: a caller whose
+// calls are small and answered gets them read one at a time even then.
+const smallFrame = 4 << 10
+
+// A Budget bounds the memory that frames hold across the connections of
+// one Server, or of several Servers of a process that share it
+// (Options.Budget): the frames read, from their first body byte until
+// whoever was served them releases them (requests waiting for a worker
+// and running included), and the frames queued to write, until written.
+// The connections' own read and write buffers (Options.ReadBufferSize,
+// WriteBufferSize, taken only while data flows) are not counted: MaxConns
+// bounds them.
+//
+// A frame is charged whole when its header has been read, before its body
+// is read or allocated: when it does not fit, the connection stops reading
+// (the peer's writes wait in TCP) until frames held elsewhere are released,
+// so a frame never waits half read and nothing deadlocks on the budget. A
+// connection that holds no frame at all may still read a frame of up to
+// 4 KiB while the budget is used up, so that callers with small calls
+// progress one call at a time while the connections that hold the memory
+// wait. Frames queued to write are charged and never wait (a worker must
+// be able to answer): they go over the limit, and the connections wait to
+// read until they are written. A frame larger than the whole budget is
+// refused (ErrFrameTooLarge) and its connection closed. Since a frame is
+// charged whole from its header on, a peer that declares a large frame
+// and sends it slowly holds that much of the budget until the frame is
+// read or FrameTimeout cuts it off.
+//
+// So the memory held stays under the limit, plus what answers queued
+// while it was reached, plus up to 4 KiB and an answer per connection.
+// A peer that never reads holds its answers until MaxQueue closes it;
+// its requests are not read once the budget is used up.
+//
+// A Budget is safe for concurrent use.
+type Budget struct {
+	limit     int64
+	used      atomic.Int64
+	waiters   atomic.Int32
+	throttled atomic.Uint64
+
+	mu    sync.Mutex
+	space chan struct{} // closed when memory is released and someone waits
+}
+
+// NewBudget returns a budget of limit bytes; limit <= 0 means
+// DefaultMaxMemory.
+func NewBudget(limit int) *Budget {
+	if limit <= 0 {
+		limit = DefaultMaxMemory
+	}
+	return &Budget{limit: int64(limit)}
+}
+
+// Limit returns the budget's limit in bytes.
+func (b *Budget) Limit() int { return int(b.limit) }
+
+// Used returns the bytes the budget's frames hold now.
+func (b *Budget) Used() int { return int(b.used.Load()) }
+
+// Throttled returns how many times a connection stopped reading because
+// the budget was used up.
+func (b *Budget) Throttled() uint64 { return b.throttled.Load() }
+
+// tryTake charges n when it fits under the limit.
+func (b *Budget) tryTake(n int) bool {
+	for {
+		u := b.used.Load()
+		if u+int64(n) > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+int64(n)) {
+			return true
+		}
+	}
+}
+
+// charge charges n whether it fits or not.
+func (b *Budget) charge(n int) { b.used.Add(int64(n)) }
+
+// release gives n back and wakes the connections waiting for room.
+func (b *Budget) release(n int) {
+	b.used.Add(-int64(n))
+	if b.waiters.Load() > 0 {
+		b.mu.Lock()
+		if b.space != nil {
+			close(b.space)
+			b.space = nil
+		}
+		b.mu.Unlock()
+	}
+}
+
+// waitFor registers a waiter and returns the channel the next release
+// closes; the caller tries again after registering (a release before it
+// woke no one) and calls done when it stops waiting.
+func (b *Budget) waitFor() <-chan struct{} {
+	b.mu.Lock()
+	b.waiters.Add(1)
+	if b.space == nil {
+		b.space = make(chan struct{})
+	}
+	ch := b.space
+	b.mu.Unlock()
+	return ch
+}
+
+func (b *Budget) done() { b.waiters.Add(-1) }
+
+// budgetLimit is the limit a Server with options o uses when o.Budget is
+// nil.
+func budgetLimit(o *Options) int {
+	if o.MaxMemory > 0 {
+		return o.MaxMemory
+	}
+	return max(DefaultMaxMemory, 2*(o.MaxPayload+HeaderSize))
+}
+
+// bill charges f's memory to c's budget as a frame queued to write (it
+// never waits), unless f is charged already (a frame read and sent
+// back). c.mu is held or f is not shared yet.
+func (c *Conn) bill(f *Buffer) {
+	if c.budget == nil || f.acct != nil {
+		return
+	}
+	n := cap(f.B) + f.spliced + frameOverhead
+	f.acct, f.owed = c, n
+	c.held.Add(int64(n))
+	c.budget.charge(n)
+}
+
+// unbill gives back what a frame of c's was charged (Buffer.Release).
+func (c *Conn) unbill(n int) {
+	c.held.Add(-int64(n))
+	c.budget.release(n)
+}
+
+// Throttled reports whether c's reading waits for room in its Server's
+// memory budget (Options.MaxMemory): its peer's frames wait unread, as
+// when its Handler pauses it.
+func (c *Conn) Throttled() bool { return c.waiting.Load() }
+
+// budgetFrame returns the buffer for a frame whose body is n bytes
+// (checked against MaxPayload), charged to c's budget: it waits until
+// the frame fits, or the connection holds nothing and the frame is
+// small, or c closes.
+func (c *Conn) budgetFrame(n int) (*Buffer, error) {
+	b := c.budget
+	total := HeaderSize + n
+	first := HeaderSize + min(n, readStep)
+	if int64(total) > b.limit {
+		return nil, fmt.Errorf("%w: body of %d bytes, more than the memory budget of %d bytes", ErrFrameTooLarge, n, b.limit)
+	}
+	if n <= readStep {
+		// The whole frame fits in its first buffer: charge that
+		// buffer's capacity (a pooled one may be larger).
+		f := getReadBuffer(first)
+		if b.tryTake(cap(f.B)) {
+			c.owe(f, cap(f.B))
+			return f, nil
+		}
+		f.Release()
+	} else if b.tryTake(total) {
+		// Charged whole before anything is allocated: the body grows
+		// into it as it arrives.
+		f := getReadBuffer(first)
+		c.owe(f, total)
+		return f, nil
+	}
+	return c.budgetWait(n, total, first)
+}
+
+// owe records that f holds n bytes of c's budget, charged already.
+func (c *Conn) owe(f *Buffer, n int) {
+	f.acct, f.owed = c, n
+	c.held.Add(int64(n))
+}
+
+// budgetWait is budgetFrame's slow path: the budget is used up.
+func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
+	b := c.budget
+	counted := false
+	defer func() {
+		if counted {
+			c.waiting.Store(false)
+		}
+	}()
+	for {
+		if total <= smallFrame && c.held.Load() == 0 {
+			// Holds nothing: one small frame, in a buffer of its
+			// size, whether it fits or not.
+			f := buffers.Get().(*Buffer)
+			if cap(f.B) > smallFrame {
+				f.B = nil
+			}
+			f.B = growExact(f.B[:0], first)
+			b.charge(cap(f.B))
+			c.owe(f, cap(f.B))
+			return f, nil
+		}
+		ch := b.waitFor()
+		if b.tryTake(total) {
+			b.done()
+			f := getReadBuffer(first)
+			if extra := cap(f.B) - total; extra > 0 {
+				b.charge(extra)
+				total += extra
+			}
+			c.owe(f, total)
+			if counted {
+				// The frame's deadline starts again: the wait was
+				// the server's, not the peer's.
+				c.rs.fresh = false
+			}
+			return f, nil
+		}
+		if !counted {
+			// Answers SendLater queued go out before the wait: they
+			// hold memory of the budget themselves.
+			c.flushLater()
+			counted = true
+			b.throttled.Add(1)
+			if c.throttles != nil {
+				c.throttles.Add(1)
+			}
+			c.waiting.Store(true)
+		}
+		select {
+		case <-ch:
+			b.done()
+		case <-c.closing:
+			b.done()
+			return nil, c.Err()
+		}
+	}
+}
+
+// topUp charges what f's array grew past its charge, once its body is
+// read (a rounded-up allocation).
+func (c *Conn) topUp(f *Buffer) {
+	if extra := cap(f.B) - f.owed; extra > 0 {
+		c.budget.charge(extra)
+		c.held.Add(int64(extra))
+		f.owed += extra
+	}
+}

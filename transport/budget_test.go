@@ -1,0 +1,276 @@
+package transport_test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// header returns the header of a frame whose body is n bytes.
+func header(id uint64, n int) []byte {
+	h := frame(id, "").B
+	binary.BigEndian.PutUint64(h[4:12], id)
+	binary.BigEndian.PutUint32(h[12:16], uint32(n))
+	return h
+}
+
+// TestBudgetBoundsPartialFrames: 200 peers each declare a 512 KiB frame,
+// send 100 KiB of it and stall. A Server with an 8 MiB memory budget
+// charges each frame whole when it starts to read it: 15 fit, the other
+// 185 connections wait unread (counted in Throttled) and allocate
+// nothing, so the frames hold exactly 15 x 512 KiB and the heap grows by
+// less than the budget plus 64 KiB per connection (read buffers,
+// goroutines, sockets). Without the budget each read frame grows to 256 KiB
+// as its 100 KiB arrive: 50 MiB. A polite peer with small frames is
+// answered meanwhile; a whole 1 MiB frame that does not fit is read once the
+// stalled peers are gone; then the budget is back to zero.
+func TestBudgetBoundsPartialFrames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 200 connections")
+	}
+	const (
+		n     = 200
+		body  = 512 << 10
+		limit = 8 << 20
+	)
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: limit})
+	b := s.Budget()
+	require.Equal(t, limit, b.Limit())
+	polite, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer polite.Close()
+	politeRoundTrip(t, polite, "warm")
+	require.Zero(t, b.Used(), "the warm frame was released")
+
+	start := append(header(1, body), make([]byte, 100<<10)...)
+	before := memInUse()
+	stalled := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		stalled = append(stalled, c)
+		_, err = c.Write(start)
+		require.NoError(t, err)
+	}
+	fit := limit / (transport.HeaderSize + body)
+	require.Eventually(t, func() bool { return s.Throttled() == uint64(n-fit) }, 20*time.Second, time.Millisecond,
+		"connections waiting for the budget")
+	require.Equal(t, fit*(transport.HeaderSize+body), b.Used())
+	politeRoundTrip(t, polite, "meanwhile")
+	politeRoundTrip(t, polite, strings.Repeat("x", 4<<10-transport.HeaderSize))
+	grown := int64(memInUse()) - int64(before)
+	t.Logf("%d peers in 512 KiB frames, %d read: budget used %d, heap and stacks grew %d KiB", n, fit, b.Used(), grown>>10)
+	require.Less(t, grown, int64(limit+n*64<<10))
+	require.Equal(t, uint64(n-fit), s.Throttled(), "the polite peer was never throttled")
+
+	// A whole 1 MiB frame waits for room, and is read once it is there.
+	big, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer big.Close()
+	large := strings.Repeat("L", 1<<20)
+	_, err = big.Write(frame(2, large).B)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Throttled() == uint64(n-fit+1) }, 10*time.Second, time.Millisecond)
+	for _, c := range stalled {
+		c.Close()
+	}
+	stalled = nil
+	_ = big.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got := make([]byte, transport.HeaderSize+len(large))
+	_, err = io.ReadFull(big, got)
+	require.NoError(t, err)
+	require.Equal(t, large, string(got[transport.HeaderSize:]))
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
+}
+
+// TestBudgetRefusesFrameLargerThanBudget: a frame declared larger than the
+// whole budget could never be read: its connection is closed with
+// ErrFrameTooLarge naming the budget, before anything is allocated.
+func TestBudgetRefusesFrameLargerThanBudget(t *testing.T) {
+	ctx := testCtx(t)
+	h := newRecorder(false)
+	s, addr := serve(t, h, &transport.Options{MaxMemory: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write(header(1, 1<<20))
+	require.NoError(t, err)
+	err = recvErr(t, ctx, h.closed)
+	require.ErrorIs(t, err, transport.ErrFrameTooLarge)
+	require.ErrorContains(t, err, "more than the memory budget of 1048576 bytes")
+	require.Zero(t, s.Budget().Used())
+}
+
+// bigAnswers answers each frame with a 64 KiB frame.
+type bigAnswers struct{}
+
+func (bigAnswers) Serve(c *transport.Conn, f *transport.Buffer) {
+	id := binary.BigEndian.Uint64(f.B[4:12])
+	f.Release()
+	a := transport.GetBuffer()
+	a.Grow(transport.HeaderSize + 64<<10)
+	a.B = append(a.B, header(id, 64<<10)...)
+	a.B = a.B[:transport.HeaderSize+64<<10]
+	_ = c.Send(a)
+}
+
+func (bigAnswers) Closed(*transport.Conn, error) {}
+
+// smallSends is a listener whose connections have a 32 KiB send buffer
+// (no autotuning), so that answers to a peer that does not read pile up in
+// the server's memory at once rather than in the kernel's.
+type smallSends struct{ net.Listener }
+
+func (l smallSends) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		_ = c.(*net.TCPConn).SetWriteBuffer(32 << 10)
+	}
+	return c, err
+}
+
+// TestBudgetBoundsFloodWithoutReading: 50 peers send 400 small requests
+// each and never read the 64 KiB answers (25 MiB each). With a 4 MiB
+// budget the answers the sockets do not take stop the reading of every
+// one of those connections: what the server holds stays under the budget
+// plus one answer and one request per connection, where each connection
+// would otherwise queue its answers up to MaxQueue (1.1 GiB held in all
+// here without the budget). A polite peer is answered meanwhile.
+func TestBudgetBoundsFloodWithoutReading(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods 50 connections")
+	}
+	const (
+		n     = 50
+		calls = 400
+		limit = 4 << 20
+	)
+	s := transport.NewServer(bigAnswers{}, &transport.Options{MaxMemory: limit})
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
+	defer func() { s.Close(); <-served }()
+	addr := l.Addr().String()
+	b := s.Budget()
+
+	var reqs []byte
+	for i := range calls {
+		reqs = append(reqs, frame(uint64(i), "q").B...)
+	}
+	before := memInUse()
+	var wg sync.WaitGroup
+	floods := make([]net.Conn, n)
+	for i := range floods {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(32<<10))
+		floods[i] = c
+		defer c.Close()
+		wg.Go(func() { _, _ = c.Write(reqs) })
+	}
+	throttledNow := func() int {
+		k := 0
+		for _, c := range s.Conns() {
+			if c.Throttled() {
+				k++
+			}
+		}
+		return k
+	}
+	require.Eventually(t, func() bool { return throttledNow() == n }, 20*time.Second, time.Millisecond,
+		"every flooding connection stops being read")
+	slack := n * (64<<10 + 4<<10 + 512)
+	used := b.Used()
+	grown := int64(memInUse()) - int64(before)
+	t.Logf("%d peers not reading 64 KiB answers: budget used %d, throttled %d, heap and stacks grew %d KiB",
+		n, used, s.Throttled(), grown>>10)
+	require.LessOrEqual(t, used, limit+slack)
+	require.Less(t, grown, int64(limit+slack+n*64<<10))
+
+	polite, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer polite.Close()
+	for range 3 {
+		_ = polite.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = polite.Write(frame(7, "p").B)
+		require.NoError(t, err)
+		_, err = io.ReadFull(polite, make([]byte, transport.HeaderSize+64<<10))
+		require.NoError(t, err)
+	}
+	require.Equal(t, n, throttledNow(), "the floods are still stopped")
+	for _, c := range floods {
+		c.Close()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
+}
+
+// TestBudgetLimits: a Server's budget is MaxMemory, by default 256 MiB or
+// twice MaxPayload (header included) when that is more, so that every frame
+// MaxPayload allows fits; Servers given one Budget share it.
+func TestBudgetLimits(t *testing.T) {
+	for _, tc := range []struct {
+		o    *transport.Options
+		want int
+	}{
+		{nil, transport.DefaultMaxMemory},
+		{&transport.Options{MaxMemory: 1 << 20}, 1 << 20},
+		{&transport.Options{MaxPayload: 512 << 20}, 2 * (512<<20 + transport.HeaderSize)},
+		{&transport.Options{MaxPayload: 512 << 20, MaxMemory: 64 << 20}, 64 << 20},
+	} {
+		require.Equal(t, tc.want, transport.NewServer(echoHandler{}, tc.o).Budget().Limit())
+	}
+	shared := transport.NewBudget(0)
+	require.Equal(t, transport.DefaultMaxMemory, shared.Limit())
+	o := &transport.Options{Budget: shared, MaxMemory: 1 << 20}
+	require.Same(t, shared, transport.NewServer(echoHandler{}, o).Budget())
+	require.Same(t, shared, transport.NewServer(echoHandler{}, o).Budget())
+}
+
+// TestBudgetShared: two Servers given one Budget share it: a frame a peer
+// of the first stalls in holds room that a frame to the second waits for,
+// and gets once the first peer is gone.
+func TestBudgetShared(t *testing.T) {
+	shared := transport.NewBudget(1 << 20)
+	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: time.Minute})
+	sb, addrB := serve(t, echoHandler{}, &transport.Options{Budget: shared})
+	require.Same(t, shared, sa.Budget())
+
+	stall, err := net.Dial("tcp", addrA)
+	require.NoError(t, err)
+	defer stall.Close()
+	_, err = stall.Write(append(header(1, 768<<10), "part"...))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return shared.Used() == transport.HeaderSize+768<<10 }, 10*time.Second, time.Millisecond)
+
+	c, err := net.Dial("tcp", addrB)
+	require.NoError(t, err)
+	defer c.Close()
+	body := strings.Repeat("b", 512<<10)
+	_, err = c.Write(frame(2, body).B)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return sb.Throttled() == 1 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, uint64(0), sa.Throttled())
+	require.Equal(t, uint64(1), shared.Throttled())
+	stall.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, transport.HeaderSize+len(body))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	require.Equal(t, body, string(got[transport.HeaderSize:]))
+	require.Eventually(t, func() bool { return shared.Used() == 0 }, 10*time.Second, time.Millisecond)
+}
