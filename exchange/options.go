@@ -54,7 +54,7 @@ type Options struct {
 	// connection open, but they are not requests: the server answers them
 	// on the connection's reader, and they never take a worker, a place in
 	// the queue or a MaxConcurrent slot, nor count in Held. A connection
-	// whose reading the server paused (Queue) is not idle.
+	// whose reading the server paused (Queue, MaxMemory) is not idle.
 	IdleTimeout time.Duration
 	// Workers bounds the goroutines that run a Server's requests (default
 	// DefaultWorkers). Workers are long-lived: one starts when requests
@@ -100,6 +100,20 @@ type Options struct {
 	// wrapped with status.ErrConnLost (written) or status.ErrClosed (not
 	// written).
 	MaxQueue int
+	// MaxMemory bounds the memory the frames of a Server's connections
+	// hold together: requests read and not yet released (waiting for a
+	// worker or running), and answers queued and not yet written
+	// (transport.Options.MaxMemory; default transport.DefaultMaxMemory,
+	// 256 MiB, or twice MaxPayload when more). When it is used up the
+	// Server stops reading the connections that hold requests or answers
+	// until memory is released, as when Queue is full: calls wait,
+	// nothing is refused (Server.Throttled counts the stops). A
+	// connection that holds nothing may still send a request of up to
+	// 4 KiB. Clients have no such budget.
+	MaxMemory int
+	// Budget, when set, is a memory budget shared with other Servers
+	// (transport.Options.Budget); MaxMemory is then not used.
+	Budget *transport.Budget
 	// Logger (default zap.NewNop()).
 	Logger *zap.Logger
 }
@@ -117,6 +131,7 @@ func DefaultOptions() Options {
 		MaxConns:     transport.DefaultMaxConns,
 		FrameTimeout: transport.DefaultFrameTimeout,
 		MaxQueue:     transport.DefaultMaxQueue,
+		MaxMemory:    transport.DefaultMaxMemory,
 	}
 }
 
@@ -183,5 +198,6 @@ func (o *Options) withDefaults() Options {
 
 func (o *Options) transport() *transport.Options {
 	return &transport.Options{MaxPayload: o.MaxPayload, TLS: o.TLS, Logger: o.Logger,
-		MaxConns: o.MaxConns, FrameTimeout: o.FrameTimeout, MaxQueue: o.MaxQueue}
+		MaxConns: o.MaxConns, FrameTimeout: o.FrameTimeout, MaxQueue: o.MaxQueue,
+		MaxMemory: o.MaxMemory, Budget: o.Budget}
 }

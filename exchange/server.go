@@ -292,6 +292,15 @@ func (s *Server) Busy() uint64 { return s.busy.Load() }
 // Options.MaxConns were open.
 func (s *Server) Refused() uint64 { return s.ts.Refused() }
 
+// Throttled returns how many times the server stopped reading a
+// connection because its memory budget (Options.MaxMemory) was used up.
+func (s *Server) Throttled() uint64 { return s.ts.Throttled() }
+
+// Budget returns the memory budget the server's connections are charged
+// to: Options.Budget, or the server's own of Options.MaxMemory bytes.
+// Its Used is what their frames hold now.
+func (s *Server) Budget() *transport.Budget { return s.ts.Budget() }
+
 // FailedHandshakes returns how many connections were closed because
 // their TLS handshake failed (see transport.Server.FailedHandshakes).
 func (s *Server) FailedHandshakes() uint64 { return s.ts.FailedHandshakes() }
@@ -471,7 +480,8 @@ func (s *Server) close(graceful bool, wait time.Duration) uint64 {
 }
 
 // keepalive sends a heartbeat every heartbeat interval on every paused
-// connection, so that its client, whose requests wait unread, still hears
+// connection (Queue full, or waiting for room in the memory budget:
+// Options.MaxMemory), so that its client, whose requests wait unread, still hears
 // from the server and does not take it as dead, and it closes connections
 // that sent nothing, not even a heartbeat, for IdleTimeout while they
 // were being read.
@@ -492,7 +502,7 @@ func (s *Server) keepalive() {
 			}
 			for _, conn := range s.ts.Conns() {
 				cs := s.state(conn)
-				if cs != nil && cs.paused.Load() {
+				if cs != nil && cs.paused.Load() || conn.Throttled() {
 					if !sendHB {
 						continue
 					}
