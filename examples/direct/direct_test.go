@@ -25,8 +25,8 @@ func TestProviderAndConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	// One go build for both programs: it links them at once.
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./provider", "./consumer").CombinedOutput()
+	// One go build for the programs: it links them at once.
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./provider", "./consumer", "../../cmd/minidubbo").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
 	provider := exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", "127.0.0.1:0")
@@ -45,7 +45,7 @@ func TestProviderAndConsumer(t *testing.T) {
 	lines := bufio.NewScanner(stdout)
 	require.True(t, lines.Scan(), "provider printed nothing: %v", lines.Err())
 	first := lines.Text()
-	const prefix = "provider: serving demo.Greeter on "
+	const prefix = "provider: serving demo.Greeter version 1.0.0 on "
 	require.True(t, strings.HasPrefix(first, prefix), "provider printed %q", first)
 	addr := strings.TrimPrefix(first, prefix)
 	require.False(t, strings.HasSuffix(addr, ":0"), "the printed address %q has the real port", addr)
@@ -58,6 +58,18 @@ func TestProviderAndConsumer(t *testing.T) {
 		"Divide(7, 2): 3",
 		"Divide(1, 0): business error, code 3, remote true: cannot divide 1 by zero",
 	}, "\n")+"\n", string(out))
+
+	// The command line, as the README shows it, with the version the
+	// provider printed; without it the error says what to check.
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "minidubbo"), "invoke", "-url", addr, "-service", "demo.Greeter",
+		"-version", "1.0.0", "-method", "SayHello", "-args", `["world"]`).CombinedOutput()
+	require.NoError(t, err, "minidubbo invoke: %s", out)
+	assert.Equal(t, `"hello, world"`+"\n", string(out))
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "minidubbo"), "invoke", "-url", addr, "-service", "demo.Greeter",
+		"-method", "SayHello", "-args", `["world"]`).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "no service demo.Greeter on port")
+	assert.Contains(t, string(out), "a service is found by its interface, version and group together")
 
 	require.NoError(t, provider.Process.Signal(os.Interrupt))
 	var rest []string

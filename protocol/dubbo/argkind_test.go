@@ -2,6 +2,7 @@ package dubbo_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,4 +77,34 @@ func TestWrongKindOfArgument(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, `got a string ("found a")`, "got "+te.Got)
 	require.ErrorContains(t, err, `serialize: got a string ("found a"), expected an integer`)
+}
+
+// TestNotFoundSaysWhatToCheck: a call to a method the service lacks gets
+// the nearest name and the service's methods; a call to a service the
+// port does not serve (here: another version) says that interface,
+// version and group are matched together, and still lists nothing the
+// port serves.
+func TestNotFoundSaysWhatToCheck(t *testing.T) {
+	ctx := testCtx(t)
+	p := newProtocol(t, nil)
+	prov, err := proxy.NewProvider(protocol.NewURL("dubbo", "127.0.0.1", 0, "demo.Shop", map[string]string{protocol.KeyVersion: "1.0"}), shop{})
+	require.NoError(t, err)
+	exp, err := p.Export(prov)
+	require.NoError(t, err)
+	u := exp.(*dubbo.Exporter).URL()
+
+	inv := refer(t, p, u)
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Doubel", Args: []any{1}})
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
+	require.ErrorContains(t, err, `dubbo: service demo.Shop:1.0 has no method "Doubel"; did you mean "Double"? (it has: Double, Find, Label, Ship, Tally)`)
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Refund", Args: []any{1}})
+	require.ErrorContains(t, err, `dubbo: service demo.Shop:1.0 has no method "Refund" (it has: Double, Find, Label, Ship, Tally)`)
+
+	other := refer(t, p, u.With(protocol.KeyVersion, "2.0"))
+	_, err = other.Invoke(ctx, &protocol.Invocation{Method: "Double", Args: []any{1}})
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
+	require.ErrorContains(t, err, "dubbo: no service demo.Shop:2.0 on port "+strconv.Itoa(u.Port)+
+		" (a service is found by its interface, version and group together: check them against the provider's; minidubbo ls prints them)")
+	require.NotContains(t, err.Error(), "1.0", "the port's services are not listed")
+	require.NotContains(t, err.Error(), "Double,", "nor their methods")
 }

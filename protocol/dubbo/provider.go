@@ -9,7 +9,9 @@ import (
 	"net"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/serialize"
 	"github.com/minidubbo/minidubbo/service"
@@ -198,7 +201,9 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	e := (*s.byID.Load())[id]
 	if e == nil {
 		// The services this port serves are not listed to strangers.
-		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d", status.ErrServiceNotFound, id.key(), s.port)
+		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d (a service is found by its interface, "+
+			"version and group together: check them against the provider's; minidubbo ls prints them)",
+			status.ErrServiceNotFound, id.key(), s.port)
 	}
 	if req.Serializer != e.serID {
 		st.badSerializations.Add(1)
@@ -239,7 +244,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	case e.typer != nil:
 		var ok bool
 		if types, ok = e.typer.ArgTypes(r.method); !ok {
-			return nil, fmt.Errorf("%w: dubbo: service %s has no method %q", status.ErrServiceNotFound, id.key(), r.method)
+			return nil, noMethod(id, r.method, e.inv)
 		}
 		typed = true
 	}
@@ -278,6 +283,19 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 		e.observer.ResponseSent(inv, exchange.BodyLen(resp))
 	}
 	return resp, err
+}
+
+// noMethod is the error of a call to a method the service does not have:
+// with the nearest name and the service's methods, which its registry URL
+// publishes too (the caller named the service right, and passed its
+// token if it has one).
+func noMethod(id serviceID, method string, inv protocol.Invoker) error {
+	methods := slices.Sorted(slices.Values(methodsOf(inv)))
+	if len(methods) == 0 {
+		return fmt.Errorf("%w: dubbo: service %s has no method %q", status.ErrServiceNotFound, id.key(), method)
+	}
+	return fmt.Errorf("%w: dubbo: service %s has no method %q%s (it has: %s)", status.ErrServiceNotFound,
+		id.key(), method, named.DidYouMean(method, methods), strings.Join(methods, ", "))
 }
 
 func (s *server) serName(id byte) string {

@@ -3,8 +3,8 @@
 //
 //	go run ./examples/direct/provider -addr 127.0.0.1:20880
 //
-// It prints the address it serves on (useful with port 0) and runs until
-// interrupted.
+// It prints the service, its version and the address it serves on (useful
+// with port 0) and runs until interrupted.
 package main
 
 import (
@@ -50,7 +50,9 @@ func run(addr string) error {
 		return err
 	}
 	served := exp.URL().Address()
-	fmt.Printf("provider: serving %s on %s\n", greeter.Interface, served)
+	// The version with the name: a caller must ask for both (minidubbo
+	// invoke -url ADDR -service demo.Greeter -version 1.0.0 ...).
+	fmt.Printf("provider: serving %s version %s on %s\n", greeter.Interface, greeter.Version, served)
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
