@@ -67,11 +67,8 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	tlsCert := fs.String("tls-cert", "", "PEM file of this client's certificate, for providers that want one (mutual TLS)")
 	tlsKey := fs.String("tls-key", "", "PEM file of the key of -tls-cert")
 	tlsName := fs.String("tls-server-name", "", "name the providers' certificates must be valid for (default: their host)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stderr); done {
+		return code
 	}
 	usageErr := func(err error) int {
 		fmt.Fprintf(stderr, "minidubbo invoke: %v\n", err)

@@ -55,11 +55,8 @@ func runLB(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "seed for repeatable random choices (0: not repeatable)")
 	keys := fs.Int("keys", 0, "consistenthash: hash this many distinct keys and print each provider's share")
 	remove := fs.String("remove", "", "consistenthash with -keys: remove this provider and print the fraction of keys that moved")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stderr); done {
+		return code
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "minidubbo lb: %v\n", err)

@@ -74,11 +74,8 @@ func runLS(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("service", "", "list only this interface")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on connecting and listing")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stderr); done {
+		return code
 	}
 	usageErr := func(err error) int {
 		fmt.Fprintf(stderr, "minidubbo ls: %v\n", err)

@@ -25,6 +25,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/minidubbo/minidubbo/internal/named"
 )
 
 // command is one subcommand: run gets the arguments after its name and
@@ -43,6 +45,9 @@ var commands = map[string]command{
 	"report":  {"print the call-count report from a monitor server or its data directory", runReport},
 }
 
+// aliases are the other names a newcomer may try for a command.
+var aliases = map[string]string{"list": "ls", "call": "invoke"}
+
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run dispatches to the subcommand named by args[0].
@@ -53,12 +58,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			// help <command>: the command's own usage.
+			return run([]string{args[1], "-h"}, stdout, stderr)
+		}
 		usage(stdout)
 		return 0
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "minidubbo: unknown command %q (known: %s)\n", args[0], strings.Join(names(), ", "))
+		hint := named.DidYouMean(args[0], names())
+		if alias, ok := aliases[args[0]]; ok {
+			hint = `; did you mean "` + alias + `"?`
+		}
+		if strings.HasPrefix(args[0], "-") {
+			hint = "; the command comes first, then its flags: minidubbo <command> " + args[0] + " ..."
+		}
+		fmt.Fprintf(stderr, "minidubbo: unknown command %q%s (known: %s)\n", args[0], hint, strings.Join(names(), ", "))
 		return 2
 	}
 	return c.run(args[1:], stdout, stderr)

@@ -27,6 +27,46 @@ func TestDispatch(t *testing.T) {
 	out, _, code := runCLI(t, "help")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "  lb       explore a load-balancing algorithm without servers\n")
+
+	// A near miss, another name for a command, flags before the command.
+	for args, want := range map[string]string{
+		"invok": `minidubbo: unknown command "invok"; did you mean "invoke"? (known: invoke, lb, ls, monitor, report)`,
+		"list":  `minidubbo: unknown command "list"; did you mean "ls"? (known: invoke, lb, ls, monitor, report)`,
+		"-registry x ls": `minidubbo: unknown command "-registry"; the command comes first, then its flags: ` +
+			`minidubbo <command> -registry ... (known: invoke, lb, ls, monitor, report)`,
+	} {
+		_, errOut, code := runCLI(t, strings.Fields(args)...)
+		assert.Equal(t, 2, code, args)
+		assert.Equal(t, want+"\n", errOut, args)
+	}
+	// help <command> is <command> -h.
+	_, errOut, code = runCLI(t, "help", "ls")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errOut, "usage: minidubbo ls [flags]")
+	assert.Contains(t, errOut, "-registry string")
+}
+
+// TestFlagErrors: a bad flag gets one line saying what is wrong and what
+// the flag takes, for every command, not the flag package's error and the
+// whole usage.
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"ls -servce demo.Greeter", "minidubbo ls: unknown flag -servce; did you mean -service? (flags: -json, -registry, -service, -timeout)"},
+		{"ls --registy zookeeper://h:1", "minidubbo ls: unknown flag -registy; did you mean -registry? (flags: -json, -registry, -service, -timeout)"},
+		{"ls -timeout 5", `minidubbo ls: -timeout "5": -timeout takes a duration with a unit (ms, s, m, h), such as -timeout 5s`},
+		{"ls -json=maybe", "minidubbo ls: -json=maybe: -json is true or false, written -json or -json=false"},
+		{"ls -service", "minidubbo ls: -service needs a value (list only this interface), such as -service VALUE"},
+		{"invoke -timeout", "minidubbo invoke: -timeout needs a duration with a unit (ms, s, m, h), such as -timeout 3s"},
+		{"lb -n x", `minidubbo lb: -n "x": -n takes a whole number, such as -n 10`},
+		{"report -by", "minidubbo report: -by needs a value (group rows by provider, consumer or method), such as -by VALUE"},
+		{"monitor -htp :8080", "minidubbo monitor: unknown flag -htp; did you mean -http?"},
+	} {
+		out, errOut, code := runCLI(t, strings.Fields(tc.args)...)
+		assert.Equal(t, 2, code, tc.args)
+		assert.Empty(t, out, tc.args)
+		assert.True(t, strings.HasPrefix(errOut, tc.want), "%s: %s", tc.args, errOut)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %s", errOut)
+	}
 }
 
 func TestLBSequence(t *testing.T) {

@@ -64,11 +64,8 @@ func runMonitor(args []string, stdout, stderr io.Writer) int {
 	retention := fs.String("retention", "7d", "how long history is kept (a duration, or days like 7d)")
 	fs.DurationVar(&c.refresh, "refresh", server.DefaultRefresh, "how often the dashboard reloads")
 	fs.StringVar(&c.name, "name", "minidubbo-monitor", "application name of the monitor")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stderr); done {
+		return code
 	}
 	usageErr := func(err error) int {
 		fmt.Fprintf(stderr, "minidubbo monitor: %v\n", err)

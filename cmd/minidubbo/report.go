@@ -55,11 +55,8 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	by := fs.String("by", "", "group rows by provider, consumer or method (default: every key apart)")
 	format := fs.String("format", "table", "table, json or csv")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on getting the report")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stderr); done {
+		return code
 	}
 	usageErr := func(err error) int {
 		fmt.Fprintf(stderr, "minidubbo report: %v\n", err)
