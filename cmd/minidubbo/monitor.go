@@ -92,6 +92,13 @@ func runMonitor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "data in %s, kept %v\n", c.data, c.retention)
 		fmt.Fprintf(stdout, "dashboard at http://%s/\n", web)
 	}); err != nil {
+		if errors.Is(err, config.ErrRegistryUnreachable) {
+			// config's advice is a YAML key; this is the command line's.
+			fmt.Fprintf(stderr, "minidubbo monitor: the registry %s did not answer, so the monitor service was not registered\n%s\n"+
+				"(or run the monitor without a registry, -registry \"\" -listen 127.0.0.1:20990, and give the applications that address)\n",
+				c.registry, zooKeeperHint(c.registry))
+			return 1
+		}
 		fmt.Fprintf(stderr, "minidubbo monitor: %v\n", err)
 		return 1
 	}

@@ -205,6 +205,18 @@ func TestMonitorAndReportNewcomerErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "connection refused")
 	assert.True(t, strings.HasSuffix(errOut, "\n(is minidubbo monitor running there? give -monitor http://HOST:PORT of its -http, or -data DIR to read its data directory)\n"), errOut)
+	// host:port, as the monitor's -http takes it, is read as http://host:port.
+	_, errOut, code = runCLI(t, "report", "-monitor", nobody)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `Get "http://`+nobody+`/api/report`)
+	assert.Contains(t, errOut, "connection refused")
+
+	// No ZooKeeper: the command line's advice, not config's YAML key.
+	_, errOut, code = runCLI(t, "monitor", "-registry", "zookeeper://"+nobody, "-http", "127.0.0.1:0", "-data", t.TempDir())
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "minidubbo monitor: the registry zookeeper://"+nobody+" did not answer, so the monitor service was not registered\n"+
+		zooKeeperHint("zookeeper://"+nobody)+"\n"+
+		"(or run the monitor without a registry, -registry \"\" -listen 127.0.0.1:20990, and give the applications that address)\n", errOut)
 
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()

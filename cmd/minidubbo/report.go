@@ -48,7 +48,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, reportUsage)
 		fs.PrintDefaults()
 	}
-	mon := fs.String("monitor", "http://127.0.0.1:8080", "address of the monitor server's HTTP side")
+	mon := fs.String("monitor", "http://127.0.0.1:8080", "address of the monitor server's HTTP side (its -http), http://host:port or host:port")
 	data := fs.String("data", "", "read this data directory instead of asking a monitor server")
 	since := fs.String("since", "10m", "how far back: a duration (10m, 1h, 7d) or an RFC 3339 time")
 	service := fs.String("service", "", "only this service (group/interface:version, or the interface)")
@@ -122,6 +122,10 @@ func reportFromData(ctx context.Context, dir string, q store.Query) (*store.Summ
 const maxReportBytes = 64 << 20
 
 func reportFromMonitor(ctx context.Context, base, since, service, by string) (*store.Summary, error) {
+	if !strings.Contains(base, "://") {
+		// host:port, as the monitor's -http flag takes it.
+		base = "http://" + base
+	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("-monitor %q: want http://host:port", base)
