@@ -58,7 +58,7 @@ func TestBudgetBoundsQueuedRequests(t *testing.T) {
 		limit = 8 << 20
 	)
 	h := &gatedLarge{open: make(chan struct{})}
-	s, addr := serve(t, h, &exchange.Options{MaxMemory: limit})
+	s, addr := serve(t, h, &exchange.Options{MaxMemory: limit, MaxPayload: 1 << 20})
 	polite := dial(t, addr, nil)
 	require.NoError(t, echoes(ctx, polite, "before"))
 
@@ -106,7 +106,7 @@ func TestBudgetBoundsQueuedRequests(t *testing.T) {
 func TestThrottledConnectionKeptAlive(t *testing.T) {
 	ctx := testCtx(t)
 	h := &gatedLarge{open: make(chan struct{})}
-	opts := &exchange.Options{MaxMemory: 1 << 20, Heartbeat: 50 * time.Millisecond}
+	opts := &exchange.Options{MaxMemory: 1 << 20, MaxPayload: 768 << 10, Heartbeat: 50 * time.Millisecond}
 	s, addr := serve(t, h, opts)
 	holder := dial(t, addr, &exchange.Options{Heartbeat: 50 * time.Millisecond})
 	held := make(chan error, 1)

@@ -121,13 +121,27 @@ func (b *Budget) waitFor() <-chan struct{} {
 
 func (b *Budget) done() { b.waiters.Add(-1) }
 
-// budgetLimit is the limit a Server with options o uses when o.Budget is
-// nil.
+// BudgetLimit returns the limit of the memory budget that a Server with
+// options o makes when o.Budget is nil: MaxMemory, or by default
+// DefaultMaxMemory or twice MaxPayload (header included), whichever is
+// more.
+func (o *Options) BudgetLimit() int {
+	if o == nil {
+		o = &Options{}
+	}
+	return budgetLimit(o)
+}
+
+// budgetLimit is BudgetLimit of options with defaults.
 func budgetLimit(o *Options) int {
 	if o.MaxMemory > 0 {
 		return o.MaxMemory
 	}
-	return max(DefaultMaxMemory, 2*(o.MaxPayload+HeaderSize))
+	payload := o.MaxPayload
+	if payload <= 0 {
+		payload = DefaultMaxPayload
+	}
+	return max(DefaultMaxMemory, 2*(payload+HeaderSize))
 }
 
 // bill charges f's memory to c's budget as a frame queued to write (it

@@ -41,7 +41,7 @@ func TestBudgetBoundsPartialFrames(t *testing.T) {
 		body  = 512 << 10
 		limit = 8 << 20
 	)
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: limit})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	require.Equal(t, limit, b.Limit())
 	polite, err := net.Dial("tcp", addr)
@@ -98,11 +98,12 @@ func TestBudgetBoundsPartialFrames(t *testing.T) {
 
 // TestBudgetRefusesFrameLargerThanBudget: a frame declared larger than the
 // whole budget could never be read: its connection is closed with
-// ErrFrameTooLarge naming the budget, before anything is allocated.
+// ErrFrameTooLarge naming the budget, before anything is allocated. (A
+// MaxMemory that small is refused by Validate; a shared Budget is not.)
 func TestBudgetRefusesFrameLargerThanBudget(t *testing.T) {
 	ctx := testCtx(t)
 	h := newRecorder(false)
-	s, addr := serve(t, h, &transport.Options{MaxMemory: 1 << 20})
+	s, addr := serve(t, h, &transport.Options{Budget: transport.NewBudget(1 << 20)})
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
@@ -158,7 +159,7 @@ func TestBudgetBoundsFloodWithoutReading(t *testing.T) {
 		calls = 400
 		limit = 4 << 20
 	)
-	s := transport.NewServer(bigAnswers{}, &transport.Options{MaxMemory: limit})
+	s := transport.NewServer(bigAnswers{}, &transport.Options{MaxMemory: limit, MaxPayload: 1 << 20})
 	l, err := transport.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan struct{})
@@ -228,11 +229,12 @@ func TestBudgetLimits(t *testing.T) {
 		want int
 	}{
 		{nil, transport.DefaultMaxMemory},
-		{&transport.Options{MaxMemory: 1 << 20}, 1 << 20},
+		{&transport.Options{MaxMemory: 4 << 20, MaxPayload: 1 << 20}, 4 << 20},
 		{&transport.Options{MaxPayload: 512 << 20}, 2 * (512<<20 + transport.HeaderSize)},
 		{&transport.Options{MaxPayload: 512 << 20, MaxMemory: 64 << 20}, 64 << 20},
 	} {
 		require.Equal(t, tc.want, transport.NewServer(echoHandler{}, tc.o).Budget().Limit())
+		require.Equal(t, tc.want, tc.o.BudgetLimit())
 	}
 	shared := transport.NewBudget(0)
 	require.Equal(t, transport.DefaultMaxMemory, shared.Limit())
@@ -247,6 +249,7 @@ func TestBudgetLimits(t *testing.T) {
 func TestBudgetShared(t *testing.T) {
 	shared := transport.NewBudget(1 << 20)
 	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: time.Minute})
+	require.Zero(t, shared.Used())
 	sb, addrB := serve(t, echoHandler{}, &transport.Options{Budget: shared})
 	require.Same(t, shared, sa.Budget())
 

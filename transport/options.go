@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -106,7 +107,7 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	return optcheck.NonNegative("transport",
+	if err := optcheck.NonNegative("transport",
 		optcheck.Field{Name: "MaxPayload", Value: int64(o.MaxPayload), Default: DefaultMaxPayload},
 		optcheck.Field{Name: "HandshakeTimeout", Value: int64(o.HandshakeTimeout), Default: DefaultHandshakeTimeout},
 		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: DefaultMaxQueue},
@@ -115,7 +116,25 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxConns", Value: int64(o.MaxConns), Default: DefaultMaxConns},
 		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
-	)
+	); err != nil {
+		return err
+	}
+	return MemoryFits("transport", o.MaxMemory, o.MaxPayload)
+}
+
+// MemoryFits returns an error, prefixed with pkg, when a memory budget of
+// maxMemory bytes (zero: the default) could not hold one frame of
+// maxPayload bytes (zero: DefaultMaxPayload): such a frame could never be
+// read.
+func MemoryFits(pkg string, maxMemory, maxPayload int) error {
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if maxMemory > 0 && maxMemory < maxPayload+HeaderSize {
+		return fmt.Errorf("%s: MaxMemory %d is less than one frame of MaxPayload %d (and its %d-byte header): such a frame could never be read; raise MaxMemory or lower MaxPayload",
+			pkg, maxMemory, maxPayload, HeaderSize)
+	}
+	return nil
 }
 
 // withDefaults returns a copy of o with every zero field set to its

@@ -142,6 +142,17 @@ type Options struct {
 	// status.ErrConnLost (written) or status.ErrClosed (not written)
 	// wrapping it (exchange.Options.MaxQueue).
 	MaxQueue int
+	// MaxMemory bounds the memory that the frames of all the exported
+	// ports of the Protocol hold together (one budget, which its ports
+	// share): calls read and not yet done with, answers not yet written
+	// (default transport.DefaultMaxMemory, 256 MiB, or twice MaxPayload
+	// when more). When it is used up the ports stop reading the
+	// connections that hold calls or answers until memory is freed:
+	// consumers' calls wait, none is refused, and Stats.Throttled counts
+	// the stops. A connection that holds nothing may still send a call of
+	// up to 4 KiB. A call larger than MaxMemory closes its connection
+	// (transport.ErrFrameTooLarge). See transport.Budget.
+	MaxMemory int
 	// Attachments bounds the attachments of a request (on the provider)
 	// and of a response (on the consumer): count, key and value length,
 	// total bytes. Zero fields take DefaultMaxAttachments,
@@ -184,6 +195,7 @@ func DefaultOptions() Options {
 		MaxConnections:     transport.DefaultMaxConns,
 		FrameTimeout:       transport.DefaultFrameTimeout,
 		MaxQueue:           transport.DefaultMaxQueue,
+		MaxMemory:          transport.DefaultMaxMemory,
 		Attachments:        serialize.DefaultMapLimits(),
 		MaxTimeout:         DefaultMaxTimeout,
 		MaxProviderTimeout: DefaultMaxProviderTimeout,
@@ -197,7 +209,7 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	return optcheck.NonNegative("dubbo",
+	if err := optcheck.NonNegative("dubbo",
 		optcheck.Field{Name: "Connections", Value: int64(o.Connections), Default: DefaultConnections},
 		optcheck.Field{Name: "MaxPayload", Value: int64(o.MaxPayload), Default: DefaultMaxPayload},
 		optcheck.Field{Name: "Heartbeat", Value: int64(o.Heartbeat), Default: DefaultHeartbeat},
@@ -211,13 +223,17 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "MaxConnections", Value: int64(o.MaxConnections), Default: transport.DefaultMaxConns},
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: transport.DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: transport.DefaultMaxQueue},
+		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
 		optcheck.Field{Name: "Attachments.MaxEntries", Value: int64(o.Attachments.MaxEntries), Default: DefaultMaxAttachments},
 		optcheck.Field{Name: "Attachments.MaxKey", Value: int64(o.Attachments.MaxKey), Default: DefaultMaxAttachmentKey},
 		optcheck.Field{Name: "Attachments.MaxValue", Value: int64(o.Attachments.MaxValue), Default: DefaultMaxAttachmentValue},
 		optcheck.Field{Name: "Attachments.MaxBytes", Value: int64(o.Attachments.MaxBytes), Default: DefaultMaxAttachmentsBytes},
 		optcheck.Field{Name: "MaxTimeout", Value: int64(o.MaxTimeout), Default: DefaultMaxTimeout},
 		optcheck.Field{Name: "MaxProviderTimeout", Value: int64(o.MaxProviderTimeout), Default: DefaultMaxProviderTimeout},
-	)
+	); err != nil {
+		return err
+	}
+	return transport.MemoryFits("dubbo", o.MaxMemory, o.MaxPayload)
 }
 
 // withDefaults validates o and returns a copy with every zero field set
@@ -254,6 +270,7 @@ func (o *Options) withDefaults() (Options, error) {
 	setInt(&c.MaxConnections, d.MaxConnections)
 	setDur(&c.FrameTimeout, d.FrameTimeout)
 	setInt(&c.MaxQueue, d.MaxQueue)
+	setInt(&c.MaxMemory, (&transport.Options{MaxPayload: c.MaxPayload}).BudgetLimit())
 	setInt(&c.Attachments.MaxEntries, d.Attachments.MaxEntries)
 	setInt(&c.Attachments.MaxKey, d.Attachments.MaxKey)
 	setInt(&c.Attachments.MaxValue, d.Attachments.MaxValue)
@@ -304,6 +321,8 @@ func minTLS12(cfg *tls.Config) *tls.Config {
 type Protocol struct {
 	opts  Options
 	stats stats
+	// budget is the memory budget of every exported port (MaxMemory).
+	budget *transport.Budget
 
 	mu      sync.Mutex
 	servers map[string]*server // by requested host:port
@@ -328,7 +347,7 @@ func New(opts *Options) (*Protocol, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Protocol{opts: o, servers: map[string]*server{}, pools: map[poolKey]*pool{}}, nil
+	return &Protocol{opts: o, budget: transport.NewBudget(o.MaxMemory), servers: map[string]*server{}, pools: map[poolKey]*pool{}}, nil
 }
 
 // Export serves inv on the host and port of inv.URL() (port 0 picks a new
@@ -473,6 +492,13 @@ type Stats struct {
 	// RefusedConnections counts connections to the exported ports closed
 	// at once because Options.MaxConnections were open (ports still open).
 	RefusedConnections uint64
+	// Throttled counts the times an exported port stopped reading a
+	// connection because the memory budget (Options.MaxMemory) was used
+	// up (ports still open).
+	Throttled uint64
+	// MemoryHeld is what the frames of the exported ports hold of the
+	// memory budget now, in bytes (Options.MaxMemory).
+	MemoryHeld int
 	// FailedHandshakes counts connections to TLS ports closed because
 	// their TLS handshake failed: a consumer without TLS, without a
 	// certificate the client CA signed, or too slow (ports still open).
@@ -494,6 +520,8 @@ func (p *Protocol) Stats() Stats {
 		Expired:            p.stats.expired.Load(),
 		RefusedConnections: p.sumServers((*exchange.Server).Refused),
 		FailedHandshakes:   p.sumServers((*exchange.Server).FailedHandshakes),
+		Throttled:          p.sumServers((*exchange.Server).Throttled),
+		MemoryHeld:         p.budget.Used(),
 	}
 }
 

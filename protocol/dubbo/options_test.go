@@ -38,6 +38,9 @@ func TestOptionsValidateFields(t *testing.T) {
 		{"Attachments.MaxBytes", &dubbo.Options{Attachments: serialize.MapLimits{MaxBytes: -1}}, "Attachments.MaxBytes -1"},
 		{"MaxTimeout", &dubbo.Options{MaxTimeout: -time.Second}, "dubbo: MaxTimeout -1s"},
 		{"MaxProviderTimeout", &dubbo.Options{MaxProviderTimeout: -time.Second}, "MaxProviderTimeout -1s"},
+		{"MaxMemory", &dubbo.Options{MaxMemory: -1}, "dubbo: MaxMemory -1 is negative (want 0 for the default, 256 MiB or twice MaxPayload, or more)"},
+		{"MaxMemory below a call", &dubbo.Options{MaxMemory: 4 << 20}, "dubbo: MaxMemory 4194304 is less than one frame of MaxPayload 8388608"},
+		{"MaxMemory above a call", &dubbo.Options{MaxMemory: 4 << 20, MaxPayload: 1 << 20}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()

@@ -104,6 +104,7 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 		MaxConns:      p.opts.MaxConnections,
 		FrameTimeout:  p.opts.FrameTimeout,
 		MaxQueue:      p.opts.MaxQueue,
+		Budget:        p.budget,
 		Logger:        p.opts.Logger.Named("dubbo.server"),
 	})
 	if err != nil {
