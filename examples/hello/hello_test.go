@@ -163,6 +163,31 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 	assert.Contains(t, string(out), "cluster: no provider demo.hello.Greeter; asked registry default: ")
 	assert.Contains(t, string(out), "\n(start a provider first: go run ./examples/hello/provider -registry "+empty+")\n")
 
+	// Failed calls say why: under each kind of error the summary prints the
+	// first one (here a provider slower than the consumer's timeout; it
+	// said only "error timeout 2").
+	slowReg := zkc.Address() + "?root=slow"
+	slow := exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-registry", slowReg, "-delay", "1m", "-name", "slow")
+	slow.Stderr = os.Stderr
+	slowOut, err := slow.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, slow.Start())
+	t.Cleanup(func() {
+		_ = slow.Process.Kill()
+		_ = slow.Wait()
+	})
+	slowLines := bufio.NewScanner(slowOut)
+	require.True(t, slowLines.Scan(), "the slow provider printed nothing")
+	m := servingLine.FindStringSubmatch(slowLines.Text())
+	require.NotNil(t, m, "provider printed %q", slowLines.Text())
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", slowReg,
+		"-calls", "2", "-concurrency", "1", "-retries", "0", "-timeout", "100ms").CombinedOutput()
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 1, ee.ExitCode())
+	assert.Contains(t, string(out), "\n  error timeout                2\n    first: cluster: failover demo.hello.Greeter.SayHello: "+
+		"1 attempt failed: attempt 1 on "+m[2]+": demo.hello.Greeter.SayHello timed out after 100ms on the consumer calling "+m[2]+
+		" (reference timeout)\n")
+
 	// Bad flags: a clear error and a non-zero status.
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-loadbalance", "nope").CombinedOutput()
 	require.Error(t, err)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -104,6 +105,7 @@ func run() (int, error) {
 		mu       sync.Mutex
 		byProv   = map[string]int64{}
 		byKind   = map[string]int64{}
+		firstErr = map[string]error{} // the first error of each kind, printed with the summary
 		samples  []time.Duration
 		okCount  atomic.Int64
 		errCount atomic.Int64
@@ -131,7 +133,11 @@ func run() (int, error) {
 					samples = append(samples, el)
 				}
 				if err != nil {
-					byKind[kindOf(err)]++
+					k := kindOf(err)
+					byKind[k]++
+					if firstErr[k] == nil {
+						firstErr[k] = err
+					}
 				} else if reply != nil {
 					byProv[reply.Addr]++
 				}
@@ -156,7 +162,7 @@ func run() (int, error) {
 			return 2, err
 		}
 	} else {
-		printSummary(s, *lb, *cl)
+		printSummary(s, *lb, *cl, firstErr)
 		fmt.Println("consumer-side monitor:")
 		for _, st := range app.Monitor().Snapshot() {
 			fmt.Println("  " + st.String())
@@ -168,7 +174,9 @@ func run() (int, error) {
 	return 0, nil
 }
 
-func printSummary(s Summary, lb, cl string) {
+// printSummary prints s, and under each kind of error the first error of
+// that kind: the counts alone do not say why calls failed.
+func printSummary(s Summary, lb, cl string, firstErr map[string]error) {
 	fmt.Printf("%d calls (%s, %s): %d ok, %d errors; p50 %.2f ms, p99 %.2f ms\n", s.Calls, lb, cl, s.OK, s.Errors, s.P50, s.P99)
 	addrs := make([]string, 0, len(s.ByProvider))
 	for a := range s.ByProvider {
@@ -178,8 +186,11 @@ func printSummary(s Summary, lb, cl string) {
 	for _, a := range addrs {
 		fmt.Printf("  %-22s %7d calls  %5.1f%%\n", a, s.ByProvider[a], 100*float64(s.ByProvider[a])/float64(max(s.OK, 1)))
 	}
-	for k, n := range s.ErrorsByKind {
-		fmt.Printf("  error %-16s %7d\n", k, n)
+	for _, k := range slices.Sorted(maps.Keys(s.ErrorsByKind)) {
+		fmt.Printf("  error %-16s %7d\n", k, s.ErrorsByKind[k])
+		if err := firstErr[k]; err != nil {
+			fmt.Printf("    first: %s\n", strings.ReplaceAll(err.Error(), "\n", "\n           "))
+		}
 	}
 }
 
