@@ -80,6 +80,11 @@ type Conn struct {
 	queued   int   // footprint of the frames queued and being written (Buffer.charge)
 	err      error // first error; set once
 	graceful bool
+	// dropped is set once the writer has dropped the queue for good
+	// (dropQueued): a frame put back in the queue after that (the rest of
+	// a write that was under way) is released instead, or it would keep
+	// its charge of the memory budget for ever.
+	dropped bool
 
 	space      chan struct{} // closed when the writer takes the queue; nil if no one waits
 	wake       chan struct{}
@@ -393,7 +398,11 @@ func (c *Conn) writeLater() {
 		c.space = nil
 	}
 	if len(rest) > 0 {
-		c.queue = append(rest, c.queue...)
+		if c.dropped {
+			defer releaseAll(rest)
+		} else {
+			c.queue = append(rest, c.queue...)
+		}
 	}
 	wake := len(c.queue) > 0
 	c.mu.Unlock()
@@ -490,6 +499,10 @@ func (c *Conn) WriteNow(f *Buffer) (bool, error) {
 	}
 	c.mu.Lock()
 	c.writing = false
+	if rest != nil && c.dropped {
+		defer rest.Release()
+		rest = nil
+	}
 	if rest != nil {
 		c.queue = append(c.queue, nil)
 		copy(c.queue[1:], c.queue)
@@ -1501,7 +1514,12 @@ func (c *Conn) dropQueued() {
 	c.mu.Lock()
 	q := c.queue
 	c.queue = nil
+	c.dropped = true
 	c.mu.Unlock()
+	releaseAll(q)
+}
+
+func releaseAll(q []*Buffer) {
 	for _, f := range q {
 		f.Release()
 	}
