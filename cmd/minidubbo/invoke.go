@@ -178,7 +178,10 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	res, err := g.Invoke(ctx, *method, callArgs)
 	if err != nil {
 		if (errors.Is(err, status.ErrBadRequest) || errors.Is(err, status.ErrServiceNotFound)) && !strings.Contains(err.Error(), exchange.PlainOnTLSMessage) {
-			if hint := expectedShape(app.Providers(invokeRef), *method); hint != "" {
+			// A provider that lists the service's methods itself ("(it
+			// has: ...)") needs no second list.
+			if hint := expectedShape(app.Providers(invokeRef), *method); hint != "" &&
+				(strings.HasPrefix(hint, "expected: ") || !strings.Contains(err.Error(), "(it has: ")) {
 				err = fmt.Errorf("%w\n%s", err, hint)
 			}
 		}

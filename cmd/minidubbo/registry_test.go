@@ -195,7 +195,9 @@ func TestRegistryCommands(t *testing.T) {
 		_, errOut, code = runCLI(t, "invoke", "-registry", f.zk, "-service", calcInterface, "-version", "1.0",
 			"-method", "Ad", "-args", `[1, 2]`)
 		assert.Equal(t, 1, code)
-		assert.True(t, strings.HasSuffix(errOut, "\n"+`test.cli.Calc has no method "Ad"; did you mean "Add"? (its methods: Add, Attachment, Div, Kind)`+"\n"), errOut)
+		assert.True(t, strings.HasSuffix(errOut, `: service not found: dubbo: service test.cli.Calc:1.0 has no method "Ad"; did you mean "Add"? `+
+			`(it has: Add, Attachment, Div, Kind)`+"\n"), errOut)
+		assert.Equal(t, 1, strings.Count(errOut, "did you mean"), "said once: %s", errOut)
 	})
 
 	t.Run("invoke via registry", func(t *testing.T) {
