@@ -81,9 +81,9 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { registrySet = registrySet || f.Name == "registry" })
 	switch {
 	case *iface == "":
-		return usageErr(errors.New("-service is required"))
+		return usageErr(errors.New("-service is required: the interface to call (minidubbo ls lists the registered ones)"))
 	case *method == "":
-		return usageErr(errors.New("-method is required"))
+		return usageErr(errors.New("-method is required: the method to call (minidubbo ls -service IFACE prints its methods)"))
 	case *timeout <= 0:
 		return usageErr(errors.New("-timeout must be positive"))
 	case registrySet && *direct != "":
@@ -93,7 +93,7 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr(fmt.Errorf("-args: %w", err))
 	}
-	attachments, err := parsePairs(*attach, "attach", func(s string) (string, error) { return s, nil })
+	attachments, err := parsePairs(*attach, "attach", "any text", func(s string) (string, error) { return s, nil })
 	if err != nil {
 		return usageErr(err)
 	}

@@ -71,7 +71,7 @@ func runLB(args []string, stdout, stderr io.Writer) int {
 	if *n < 0 || *keys < 0 {
 		return fail(errors.New("-n and -keys must not be negative"))
 	}
-	provs, err := parsePairs(*weights, "weights", func(s string) (int, error) {
+	provs, err := parsePairs(*weights, "weights", "a whole number, 0 or more, such as A=100", func(s string) (int, error) {
 		w, err := strconv.Atoi(s)
 		if err == nil && w < 0 {
 			err = errors.New("negative")
@@ -102,11 +102,11 @@ func runLB(args []string, stdout, stderr io.Writer) int {
 		if !ok {
 			return fail(fmt.Errorf("-active and -rt apply to leastactive, shortestresponse and p2c, not %s", *algo))
 		}
-		acts, err := parsePairs(*active, "active", func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
+		acts, err := parsePairs(*active, "active", "a whole number of calls in flight, such as A=3", func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
 		if err != nil {
 			return fail(err)
 		}
-		rts, err := parsePairs(*rt, "rt", time.ParseDuration)
+		rts, err := parsePairs(*rt, "rt", "a duration with a unit, such as A=10ms", time.ParseDuration)
 		if err != nil {
 			return fail(err)
 		}
@@ -266,8 +266,9 @@ type pair[T any] struct {
 	v    T
 }
 
-// parsePairs parses "name=value,name=value", keeping the order.
-func parsePairs[T any](s, flagName string, parse func(string) (T, error)) ([]pair[T], error) {
+// parsePairs parses "name=value,name=value", keeping the order; want says
+// what a value must be.
+func parsePairs[T any](s, flagName, want string, parse func(string) (T, error)) ([]pair[T], error) {
 	var out []pair[T]
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -285,7 +286,7 @@ func parsePairs[T any](s, flagName string, parse func(string) (T, error)) ([]pai
 		seen[name] = true
 		v, err := parse(strings.TrimSpace(val))
 		if err != nil {
-			return nil, fmt.Errorf("-%s: bad value %q for %s", flagName, val, name)
+			return nil, fmt.Errorf("-%s: bad value %q for %s: want %s", flagName, val, name, want)
 		}
 		out = append(out, pair[T]{name, v})
 	}

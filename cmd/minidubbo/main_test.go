@@ -134,7 +134,9 @@ func TestLBErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-algo", "rr"}, `minidubbo lb: loadbalance: unknown "rr" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`},
-		{[]string{"-weights", "A=x"}, `minidubbo lb: -weights: bad value "x" for A`},
+		{[]string{"-weights", "A=x"}, `minidubbo lb: -weights: bad value "x" for A: want a whole number, 0 or more, such as A=100`},
+		{[]string{"-weights", "A=1", "-algo", "leastactive", "-active", "A=many"}, `minidubbo lb: -active: bad value "many" for A: want a whole number of calls in flight, such as A=3`},
+		{[]string{"-weights", "A=1", "-algo", "shortestresponse", "-rt", "A=10"}, `minidubbo lb: -rt: bad value "10" for A: want a duration with a unit, such as A=10ms`},
 		{[]string{"-weights", "A=1,A=2"}, `minidubbo lb: -weights: "A" given twice`},
 		{[]string{"-weights", "A"}, `minidubbo lb: -weights: "A" is not name=value`},
 		{[]string{"-algo", "random", "-active", "A=1"}, `minidubbo lb: -active and -rt apply to leastactive, shortestresponse and p2c, not random`},

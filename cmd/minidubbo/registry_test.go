@@ -302,8 +302,8 @@ func TestInvokeUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-method", "M"}, "-service is required"},
-		{[]string{"-service", "S"}, "-method is required"},
+		{[]string{"-method", "M"}, "-service is required: the interface to call (minidubbo ls lists the registered ones)"},
+		{[]string{"-service", "S"}, "-method is required: the method to call (minidubbo ls -service IFACE prints its methods)"},
 		{[]string{"-service", "S", "-method", "M", "-args", "[1,"}, `-args: not valid JSON: unexpected EOF; give a JSON array, quoted for the shell: -args '["world"]'`},
 		{[]string{"-service", "S", "-method", "M", "-args", "world"}, `-args: not valid JSON: invalid character 'w' looking for beginning of value; give a JSON array, quoted for the shell: -args '["world"]'`},
 		{[]string{"-service", "S", "-method", "M", "-args", `{"a": 1}`}, "-args: must be a JSON array, not an object"},
