@@ -136,10 +136,10 @@ func (c config) validate() error {
 	case c.delay < 0 || c.base < 0:
 		return fmt.Errorf("delays must not be negative")
 	}
-	known := loadbalance.Builtin().Names()
 	for _, a := range c.algos {
-		if !slices.Contains(known, a) {
-			return fmt.Errorf("unknown algorithm %q (known: %s)", a, strings.Join(known, ", "))
+		// The table's own error names the nearest algorithm and the list.
+		if _, err := loadbalance.Builtin().New(a); err != nil {
+			return fmt.Errorf("-algos: %w", err)
 		}
 	}
 	return nil

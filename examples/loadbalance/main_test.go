@@ -64,7 +64,9 @@ func TestLabBadConfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err := run(ctx, config{providers: 2, calls: 1, concurrency: 1, algos: []string{"rr"}}, io.Discard)
-	require.EqualError(t, err, `unknown algorithm "rr" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`)
+	require.EqualError(t, err, `-algos: loadbalance: unknown "rr" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`)
+	_, err = run(ctx, config{providers: 2, calls: 1, concurrency: 1, algos: []string{"random", "roundrobn"}}, io.Discard)
+	require.EqualError(t, err, `-algos: loadbalance: unknown "roundrobn"; did you mean "roundrobin"? (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`)
 	_, err = run(ctx, config{providers: 2, slow: 3, calls: 1, concurrency: 1}, io.Discard)
 	require.Error(t, err)
 }
