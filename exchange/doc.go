@@ -21,7 +21,10 @@
 // not fit (TCP then makes the client's writes wait, and a client waits for
 // room in its write queue rather than failing), and it keeps heartbeats
 // going on such a paused connection so that neither side takes the other
-// as dead. status.ServerBusy answers only a limit set on purpose
+// as dead. The same happens when the frames of all the server's
+// connections hold its memory budget (Options.MaxMemory, 256 MiB by
+// default): connections holding requests or answers are not read until
+// memory is released (Server.Throttled). status.ServerBusy answers only a limit set on purpose
 // (Options.MaxConcurrent). Shutdown tells the clients that the server is
 // going away (Client.ReadOnly), waits for the requests in progress until
 // its context ends, then closes; handlers that ignore their context are

@@ -21,5 +21,8 @@
 //	defer c.Close()
 //
 // Frame buffers come from a pool (GetBuffer, Buffer.Release); whoever holds
-// a buffer releases it once.
+// a buffer releases it once. A Server charges the frames its connections
+// read and queue to a memory budget (Options.MaxMemory, Budget) until they
+// are released, and stops reading connections while it is used up, so a
+// frame that is never released holds its part of the budget for good.
 package transport
