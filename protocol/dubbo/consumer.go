@@ -233,9 +233,9 @@ func (c *lazyConn) firstDial() {
 }
 
 func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.p.opts.DialTimeout)
+	dctx, cancel := context.WithTimeout(ctx, c.p.opts.DialTimeout)
 	defer cancel()
-	return exchange.Dial(ctx, c.addr, &exchange.Options{
+	cl, err := exchange.Dial(dctx, c.addr, &exchange.Options{
 		MaxPayload:   c.p.opts.MaxPayload,
 		Heartbeat:    c.p.opts.Heartbeat,
 		TLS:          c.tls,
@@ -243,6 +243,11 @@ func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
 		MaxQueue:     c.p.opts.MaxQueue,
 		Logger:       c.p.opts.Logger.Named("dubbo.client"),
 	})
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// Say whose deadline: the dial's own, not any call's.
+		err = fmt.Errorf("%w (not connected within the dial timeout %v, dubbo.Options.DialTimeout)", err, c.p.opts.DialTimeout)
+	}
+	return cl, err
 }
 
 // use installs cl (under c.mu) and watches it.

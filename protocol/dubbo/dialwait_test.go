@@ -125,3 +125,23 @@ func TestDeadlineDuringFirstDial(t *testing.T) {
 
 	require.Equal(t, 1, sp.connections(t), "one dial for every call")
 }
+
+// TestFirstDialNotBoundByCallTimeout: the first call to a provider waits
+// for the connection up to DialTimeout whatever its URL timeout (only a
+// context deadline ends that wait sooner, TestDeadlineDuringFirstDial):
+// with a 50 ms timeout and a peer that never completes the handshake, the
+// call ends when the dial does, "dial failed", not a timeout. The README's
+// "Errors and timeouts" says so.
+func TestFirstDialNotBoundByCallTimeout(t *testing.T) {
+	sp := startSilentPeer(t)
+	u := protocol.NewURL("dubbo", "127.0.0.1", sp.l.Addr().(*net.TCPAddr).Port, "demo.Greeter",
+		map[string]string{protocol.KeyTimeout: "50"})
+	cli := newProtocol(t, &dubbo.Options{DialTimeout: 500 * time.Millisecond, ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}})
+	inv := refer(t, cli, u)
+	_, err := inv.Invoke(context.Background(), &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.ErrorIs(t, err, status.ErrDial)
+	require.NotErrorIs(t, err, status.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the dial's own deadline: %v", err)
+	require.ErrorContains(t, err, "(not connected within the dial timeout 500ms, dubbo.Options.DialTimeout)")
+	require.Equal(t, 1, sp.connections(t))
+}
