@@ -210,6 +210,13 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 	counted := false
 	defer func() {
 		if counted {
+			// The wait was the server's, not the peer's: the frame's
+			// FrameTimeout starts again (frameOf sets it before the
+			// body's next read from the network), and the peer's
+			// silence (LastRead, which IdleTimeouts count from) from
+			// now, before the connection stops counting as waiting.
+			c.rs.fresh = false
+			c.lastRead.Store(monoNow())
 			c.waiting.Store(false)
 		}
 	}()
@@ -235,11 +242,6 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 				total += extra
 			}
 			c.owe(f, total)
-			if counted {
-				// The frame's deadline starts again: the wait was
-				// the server's, not the peer's.
-				c.rs.fresh = false
-			}
 			return f, nil
 		}
 		if !counted {

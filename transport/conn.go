@@ -210,7 +210,10 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
 // LastRead returns when the last frame (or the connection) arrived: when
 // the read from the network that completed it returned (frames that the
-// same read brought complete count as arriving with the first of them).
+// same read brought complete count as arriving with the first of them),
+// or when the connection last stopped waiting for room in its Server's
+// memory budget (Throttled), if that is later: the peer was not silent
+// while the server did not read it.
 func (c *Conn) LastRead() time.Time { return clockEpoch.Add(time.Duration(c.lastRead.Load())) }
 
 // clockEpoch is what lastRead counts from: a monotonic reading
