@@ -218,6 +218,9 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			c.rs.fresh = false
 			c.lastRead.Store(monoNow())
 			c.waiting.Store(false)
+			// The frame's deadline starts again: the wait was the
+			// server's, not the peer's.
+			c.rs.fresh = false
 		}
 	}()
 	for {

@@ -277,3 +277,80 @@ func TestBudgetShared(t *testing.T) {
 	require.Equal(t, body, string(got[transport.HeaderSize:]))
 	require.Eventually(t, func() bool { return shared.Used() == 0 }, 10*time.Second, time.Millisecond)
 }
+
+// keeper keeps the frames whose body is over 4 KiB until the test takes
+// them from kept (and releases them); it echoes the others.
+type keeper struct{ kept chan *transport.Buffer }
+
+func (k keeper) Serve(c *transport.Conn, f *transport.Buffer) {
+	if len(f.B)-transport.HeaderSize > 4<<10 {
+		k.kept <- f
+		return
+	}
+	_ = c.Send(f)
+}
+
+func (keeper) Closed(*transport.Conn, error) {}
+
+// TestBudgetWaitIsNotThePeers: a frame that waited for room longer than
+// FrameTimeout gets FrameTimeout again for the rest of its body once it
+// is let in: the wait was the server's, and the peer is not cut off for
+// it. Here the budget is held whole by two frames the handler keeps, one
+// of them the peer's own; the peer's next frame (small, half sent) waits
+// until its own frame is released (then it holds nothing), past its
+// 500 ms FrameTimeout.
+func TestBudgetWaitIsNotThePeers(t *testing.T) {
+	const (
+		a, b  = 600 << 10, 400 << 10
+		timeout = 500 * time.Millisecond
+	)
+	k := keeper{kept: make(chan *transport.Buffer, 2)}
+	s, addr := serve(t, k, &transport.Options{
+		MaxMemory: 2*transport.HeaderSize + a + b, MaxPayload: a, FrameTimeout: timeout})
+	other, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Write(wholeFrame(1, a))
+	require.NoError(t, err)
+	first := <-k.kept
+	defer first.Release()
+
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write(wholeFrame(2, b))
+	require.NoError(t, err)
+	second := <-k.kept
+	require.Equal(t, s.Budget().Limit(), s.Budget().Used(), "the budget is used up")
+	small := frame(3, "0123456789").B
+	// The frame's first byte starts its FrameTimeout; the rest of the
+	// header and a byte of the body follow (a peer's frame in pieces).
+	_, err = c.Write(small[:1])
+	require.NoError(t, err)
+	<-time.After(100 * time.Millisecond)
+	_, err = c.Write(small[1 : transport.HeaderSize+1])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond)
+	<-time.After(2 * timeout) // the wait outlasts the frame's FrameTimeout
+	var sc *transport.Conn
+	for _, x := range s.Conns() {
+		if x.Throttled() {
+			sc = x
+		}
+	}
+	require.NotNil(t, sc)
+	second.Release() // c holds nothing now: its small frame is let in
+	require.Eventually(t, func() bool { return !sc.Throttled() }, 10*time.Second, time.Millisecond)
+	// The rest of the body comes after the server went on reading it,
+	// from the socket.
+	_, err = c.Write(small[transport.HeaderSize+1:])
+	require.NoError(t, err)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, len(small))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err, "answered, not cut off")
+	require.Equal(t, small, got)
+}
+
+// wholeFrame returns a whole frame whose body is n zero bytes.
+func wholeFrame(id uint64, n int) []byte { return append(header(id, n), make([]byte, n)...) }
