@@ -343,6 +343,13 @@ func TestOutageKeepsLists(t *testing.T) {
 	// connections for 8.1 s before it granted sessions.)
 	po, co := opts(t, t.TempDir()), opts(t, t.TempDir())
 	po.WatchdogTimeout, co.WatchdogTimeout = 30*time.Second, 30*time.Second
+	// The default session timeout (10 s, the most tickTime 500 allows),
+	// not opts' 3 s: the restarted server counts every restored session's
+	// timeout afresh from when it loads them, and at load 30+ neither it
+	// nor the clients (a second's pause between rounds of dials) made the
+	// reconnect within 3 s: both sessions expired, and the test, which
+	// asserts that they survive, failed.
+	po.SessionTimeout, co.SessionTimeout = zookeeper.DefaultSessionTimeout, zookeeper.DefaultSessionTimeout
 	logs := observe(&co)
 	prov := newRegistry(t, zkc.Address(), po)
 	cons := newRegistry(t, zkc.Address(), co)
@@ -369,9 +376,10 @@ func TestOutageKeepsLists(t *testing.T) {
 
 	zkc.Servers[0].Kill()
 	waitFor(ctx, t, "disconnect", func() bool { return !cons.Stats().HasSession && !prov.Stats().HasSession })
-	// Stay down for more than the session timeout (3 s), checking the
-	// directory keeps both providers all along.
-	down := time.NewTimer(4500 * time.Millisecond)
+	// Stay down for more than the session timeout, checking the directory
+	// keeps both providers all along: the client cannot tell an expired
+	// session from a live one until a server answers.
+	down := time.NewTimer(co.SessionTimeout + 500*time.Millisecond)
 	tick := time.NewTicker(20 * time.Millisecond)
 	checks := 0
 	for waiting := true; waiting; {
