@@ -61,7 +61,7 @@ func TestHandshakeSilentServerGivenUp(t *testing.T) {
 		}
 		close(accepted)
 	}()
-	c, err := handshakeDialer(50*time.Millisecond, nil)("tcp", ln.Addr().String(), 5*time.Second)
+	c, err := handshakeDialer(50*time.Millisecond, nil, nil)("tcp", ln.Addr().String(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,6 +226,7 @@ func (r *Registry) watchProviders(s *sub) {
 			return
 		case <-s.kick:
 		case <-watch:
+			r.watchFired(watch)
 		case <-retry.C:
 		}
 	}
@@ -277,6 +278,7 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 			return
 		case <-s.kick:
 		case <-watch:
+			r.watchFired(watch)
 		case <-retry.C:
 		}
 	}
@@ -291,11 +293,15 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 // children, so the list would never be updated.
 func (r *Registry) childrenW(conn *zk.Conn, p string) ([]string, <-chan zk.Event, error) {
 	for range 3 {
+		done := r.watchCall(conn)
 		kids, _, ch, err := conn.ChildrenW(p)
+		done(ch)
 		if err == nil || !errors.Is(err, zk.ErrNoNode) {
 			return kids, ch, err
 		}
+		done = r.watchCall(conn)
 		ok, _, ech, err := conn.ExistsW(p)
+		done(ech)
 		if err != nil {
 			return nil, nil, err
 		}

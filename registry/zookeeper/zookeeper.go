@@ -32,6 +32,7 @@ package zookeeper
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -90,17 +91,28 @@ type Registry struct {
 	// (see watchdog); probedAt is when the servers were last asked.
 	handshakeEOFs int
 	probedAt      time.Time
-	servingAt     time.Time   // when a server was seen serving (zero: not yet)
-	eofsAtServing int         // handshakeEOFs then
-	upAt          time.Time   // when the session was last (re)established
-	regained      bool        // upAt ended a loss, not the first session (peerRecovery)
-	settle        *time.Timer // kicks everyone sessionSettle after upAt
-	regs          map[string]*reg
-	deletes       map[string]*pendingDelete
-	subs          map[*sub]struct{}
-	aclSeen       map[string]bool // nodes whose ACL was looked at: open or not
-	exposed       []ExposedNode
-	listing       map[*sub]int // listings in flight: their children count
+	servingAt     time.Time // when a server was seen serving (zero: not yet)
+	eofsAtServing int       // handshakeEOFs then
+	upAt          time.Time // when the session was last (re)established
+	regained      bool      // upAt ended a loss, not the first session (peerRecovery)
+	// settled: the session's own requests may go (see settleFallback). seenSetW
+	// counts SetWatches packets written; settleMark is its value when the
+	// session came up. watches are the watch channels go-zookeeper may still
+	// hold (with the zk.Conn that returned each), watchCalls the calls that
+	// may leave one still in flight.
+	settled    bool
+	seenSetW   uint64
+	settleMark uint64
+	settleGen  uint64
+	watches    map[<-chan zk.Event]*zk.Conn
+	watchCalls int
+	settle     *time.Timer // settleLate's fallback
+	regs       map[string]*reg
+	deletes    map[string]*pendingDelete
+	subs       map[*sub]struct{}
+	aclSeen    map[string]bool // nodes whose ACL was looked at: open or not
+	exposed    []ExposedNode
+	listing    map[*sub]int // listings in flight: their children count
 
 	oversized      atomic.Uint64
 	oversizedResp  atomic.Uint64
@@ -114,13 +126,35 @@ type Registry struct {
 
 var _ registry.Registry = (*Registry)(nil)
 
-// sessionSettle is how long the registry holds its own requests back after
-// a session is established or re-established. go-zookeeper (v1.0.4) re-sends
-// its watches at that moment and reads the connection's last zxid without
-// a lock while its receive loop writes it for every answered request
-// (go-zookeeper/zk#35, unmerged); a request answered in that moment is a
-// data race inside the library. Waiting a little lets it finish first.
-const sessionSettle = 100 * time.Millisecond
+// When a session is established or re-established, go-zookeeper (v1.0.4)
+// re-sends the watches it holds (a SetWatches request), reading the
+// connection's last zxid for it without a lock, while its receive loop
+// writes that zxid for every answered request (go-zookeeper/zk#35,
+// unmerged). A request of the registry's answered around then is a data
+// race inside the library, which the race detector reports in the tests
+// of any program using the registry. Waiting a fixed time (100 ms until
+// session 22) did not order the two: on a loaded machine the library's
+// goroutine was off the CPU for longer, and the detector reported it.
+//
+// So the registry holds its own requests until the session has settled:
+// at once when go-zookeeper holds no watch (it then reads nothing), else
+// once the SetWatches packet is written on the connection (handshakeConn
+// sees it; it is queued only after the read, so the registry's requests
+// that follow are ordered after it). The registry knows which watches the
+// library holds: every channel a ChildrenW or ExistsW returned, until it
+// fires (its subscription receives from it, or it holds an event), and
+// the calls still in flight. settleFallback lets the requests go should
+// the packet not come although a watch seemed to be held.
+const settleFallback = 2 * time.Second
+
+// SetWatches opcodes (ZooKeeper 3.4's and 3.6's), and the ones that are
+// no request of the registry's: ping and credentials.
+const (
+	opSetWatches  = 101
+	opSetWatches2 = 105
+	opPing        = 11
+	opSetAuth     = 100
+)
 
 // reg is a node this process keeps registered.
 type reg struct {
@@ -197,6 +231,7 @@ func New(address string, opts Options) (*Registry, error) {
 		subs:    map[*sub]struct{}{},
 		aclSeen: map[string]bool{},
 		listing: map[*sub]int{},
+		watches: map[<-chan zk.Event]*zk.Conn{},
 	}
 	r.acl = defaultACL(opts)
 	r.closedACL = !strangerMay(r.acl)
@@ -249,14 +284,15 @@ func (z zkLogger) Printf(format string, args ...any) {
 
 // handshakeDialer dials like go-zookeeper's default dialer and bounds the
 // wait for the answer to a session handshake by limit (see handshakeConn).
-// The connections are kept in socks (nil: not kept).
-func handshakeDialer(limit time.Duration, socks *sockets) zk.Dialer {
+// The connections are kept in socks (nil: not kept); onSetWatches (may be
+// nil) is called when a SetWatches packet is written on one.
+func handshakeDialer(limit time.Duration, socks *sockets, onSetWatches func()) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
-		hc := &handshakeConn{Conn: c, limit: limit, socks: socks}
+		hc := &handshakeConn{Conn: c, limit: limit, socks: socks, onSetWatches: onSetWatches}
 		if !socks.add(hc) {
 			c.Close()
 			return nil, ErrClosed
@@ -329,6 +365,28 @@ type handshakeConn struct {
 	limit time.Duration
 	done  atomic.Bool
 	socks *sockets
+	// onSetWatches is called before a SetWatches packet is written;
+	// firstOp is the opcode of the first request written after the
+	// handshake other than a ping or credentials (0: none yet).
+	onSetWatches func()
+	firstOp      atomic.Int32
+}
+
+// Write implements net.Conn. go-zookeeper writes each packet with one
+// Write: a length, then (after the handshake's) a request header whose
+// second field is the opcode.
+func (c *handshakeConn) Write(b []byte) (int, error) {
+	if c.done.Load() && len(b) >= 12 {
+		switch op := int32(binary.BigEndian.Uint32(b[8:12])); op {
+		case opPing, opSetAuth:
+		default:
+			c.firstOp.CompareAndSwap(0, op)
+			if (op == opSetWatches || op == opSetWatches2) && c.onSetWatches != nil {
+				c.onSetWatches()
+			}
+		}
+	}
+	return c.Conn.Write(b)
 }
 
 // Close implements net.Conn.
@@ -356,7 +414,7 @@ func (r *Registry) dialLocked() {
 	gen := r.gen
 	conn, _, err := zk.Connect(r.servers, r.opts.SessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
-		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3, &r.socks)),
+		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3, &r.socks, r.sawSetWatches)),
 		zk.WithLogger(zkLogger{r.log, r}),
 		zk.WithLogInfo(false),
 		zk.WithMaxBufferSize(r.opts.MaxBufferSize))
@@ -434,22 +492,105 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 	if kick {
 		r.regained = !r.upAt.IsZero()
 		r.upAt = now
+		r.settled = false
+		r.settleMark = r.seenSetW
+		r.settleGen++
 		if r.settle != nil {
 			r.settle.Stop()
+			r.settle = nil
 		}
-		r.settle = time.AfterFunc(sessionSettle, r.kickSettled)
+		r.trySettleLocked()
+		if !r.settled {
+			gen := r.settleGen
+			r.settle = time.AfterFunc(settleFallback, func() { r.settleLate(gen) })
+		}
 	}
 	r.mu.Unlock()
+	if kick {
+		if h := testHookSession.Load(); h != nil {
+			(*h)(r)
+		}
+	}
 }
 
-// kickSettled wakes the registration loop and every subscription once a
-// new session has settled (see sessionSettle).
-func (r *Registry) kickSettled() {
+// testHookSession, when set (tests), runs in go-zookeeper's event
+// callback after a session came up: where that goroutine is, before it
+// re-sends its watches.
+var testHookSession atomic.Pointer[func(*Registry)]
+
+// trySettleLocked settles the session when go-zookeeper holds no watch or
+// has written its SetWatches packet since the session came up, and wakes
+// everyone then (see settleFallback). r.mu is held.
+func (r *Registry) trySettleLocked() {
+	if r.settled || !r.hasSession || r.closed {
+		return
+	}
+	if r.seenSetW == r.settleMark {
+		if r.watchCalls > 0 {
+			return // settled when they return
+		}
+		for ch, c := range r.watches {
+			if len(ch) > 0 || c != r.conn {
+				delete(r.watches, ch) // fired, or another connection's
+			}
+		}
+		if len(r.watches) > 0 {
+			return // settled when the SetWatches packet is written
+		}
+	}
+	r.settled = true
+	if r.settle != nil {
+		r.settle.Stop()
+		r.settle = nil
+	}
+	r.kickAllLocked()
+}
+
+// settleLate settles session gen if the SetWatches packet did not come
+// within settleFallback although a watch seemed to be held.
+func (r *Registry) settleLate(gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.closed {
-		r.kickAllLocked()
+	if r.closed || r.settled || !r.hasSession || gen != r.settleGen {
+		return
 	}
+	r.log.Debug("zookeeper: no SetWatches seen after the session came up; going on", zap.Duration("after", settleFallback))
+	r.seenSetW++ // as if it came
+	r.trySettleLocked()
+}
+
+// sawSetWatches is called (by the connection's send loop) before a
+// SetWatches packet is written.
+func (r *Registry) sawSetWatches() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seenSetW++
+	r.trySettleLocked()
+}
+
+// watchCall is called before a ChildrenW or ExistsW on conn, and its
+// returned function after it with the watch channel it returned (nil
+// when none).
+func (r *Registry) watchCall(conn *zk.Conn) func(<-chan zk.Event) {
+	r.mu.Lock()
+	r.watchCalls++
+	r.mu.Unlock()
+	return func(ch <-chan zk.Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.watchCalls--
+		if ch != nil {
+			r.watches[ch] = conn
+		}
+		r.trySettleLocked()
+	}
+}
+
+// watchFired forgets ch once its subscription has received from it.
+func (r *Registry) watchFired(ch <-chan zk.Event) {
+	r.mu.Lock()
+	delete(r.watches, ch)
+	r.mu.Unlock()
 }
 
 // loseSessionLocked records that the session is not usable now.
@@ -483,24 +624,24 @@ func poke(ch chan struct{}) {
 // (Options.EmptyGrace counts from there). go-zookeeper (v1.0.4) pauses a
 // second before each round of dials, and again after a handshake the
 // server answered "session expired", before it dials for a new session;
-// then a provider's registry waits sessionSettle and creates its node.
+// then a provider's registry creates its node once its session settled
+// (at once, or when its SetWatches packet is written; 100 ms allowed).
 // So a provider whose session expired re-registers up to about two
 // seconds after the partition healed, while this client's own session
 // may have come back right then. EmptyGrace alone (SessionTimeout by
 // default, 2 s in config's tests) did not cover that: the consumer was
 // handed an empty list while the provider's re-registration was in flight.
-const peerRecovery = 2*time.Second + sessionSettle
+const peerRecovery = 2*time.Second + 100*time.Millisecond
 
 // ready returns the connection when a session is up, settled (see
-// sessionSettle) and the credentials (if any) were sent on it, and the
+// settleFallback) and the credentials (if any) were sent on it, and the
 // moment from which an empty provider list's grace counts: when the
 // session was established, or, after a loss, peerRecovery after it was
 // re-established.
 func (r *Registry) ready() (conn *zk.Conn, sid int64, graceFrom time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ok = !r.closed && r.hasSession && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen) &&
-		time.Since(r.upAt) >= sessionSettle
+	ok = !r.closed && r.hasSession && r.settled && r.conn != nil && (r.opts.Username == "" || r.authedGen == r.gen)
 	graceFrom = r.upAt
 	if r.regained {
 		graceFrom = graceFrom.Add(peerRecovery)
@@ -614,7 +755,7 @@ func (r *Registry) watchdog() {
 // something failed and should be retried.
 func (r *Registry) reconcile(full bool) bool {
 	r.mu.Lock()
-	conn, gen, has := r.conn, r.gen, r.hasSession
+	conn, gen, has := r.conn, r.gen, r.hasSession && r.settled
 	needAuth := r.opts.Username != "" && r.authedGen != gen
 	r.mu.Unlock()
 	if !has || conn == nil {

@@ -1,0 +1,162 @@
+package zookeeper
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/minidubbo/minidubbo/internal/zktest"
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// After a reconnect that kept the session, go-zookeeper re-sends the
+// watches it holds, reading its last zxid unguarded while its receive
+// loop writes it for every answered request (go-zookeeper/zk#35). The
+// registry's own requests wait until that SetWatches packet is written,
+// whenever go-zookeeper's goroutine gets there. Here that goroutine is
+// held where it tells the session is up, before it starts the
+// connection's send loop and re-sends the watches, as a loaded machine can
+// hold it, until the registry either holds its requests back or has a
+// listing under way: a listing queued then would be the first request
+// written. The first request on the new connection must be the SetWatches
+// one. With a fixed wait instead (the registry waited 100 ms until session
+// 22) a listing goes first, and under -race the detector reports the
+// library's race.
+func TestRequestsWaitForWatchesResent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	zkc := zktest.Start(t)
+	px := zktest.NewProxy(t, zkc.Servers[0].Addr)
+	r, err := New("zookeeper://"+px.Addr, Options{
+		Application:     "test",
+		SessionTimeout:  DefaultSessionTimeout,
+		RetryMin:        50 * time.Millisecond,
+		RetryMax:        500 * time.Millisecond,
+		WatchdogTimeout: time.Minute, // the proxy's refusals must not re-dial
+		RegisterWait:    30 * time.Second,
+		NoCacheFile:     true,
+		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	const iface = "test.Settle"
+	prov := func(port int) *protocol.URL {
+		return protocol.NewURL("dubbo", "127.0.0.1", port, iface, map[string]string{protocol.KeyInterface: iface})
+	}
+	if err := r.Register(ctx, prov(20601)); err != nil {
+		t.Fatal(err)
+	}
+	lists := make(listsListener, 64)
+	c := protocol.NewURL("consumer", "127.0.0.1", 0, iface, map[string]string{protocol.KeyInterface: iface, protocol.KeySide: "consumer"})
+	if err := r.Subscribe(c, lists); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(ctx, t, lists, 1)
+	r.mu.Lock()
+	held := len(r.watches)
+	r.mu.Unlock()
+	if held == 0 {
+		t.Fatal("no watch held after the first listing")
+	}
+
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	hooked := make(chan string, 1)
+	hook := func(got *Registry) {
+		if got != r {
+			return
+		}
+		buf := make([]byte, 1<<20)
+		for {
+			r.mu.Lock()
+			holding := r.hasSession && !r.settled
+			r.mu.Unlock()
+			switch {
+			case holding:
+				hooked <- "held back"
+				return
+			case queued(buf):
+				hooked <- "a request queued"
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}
+	px.Block()
+	waitUntil(ctx, t, "disconnected", func() bool { return !r.Stats().HasSession })
+	sid := r.Stats().SessionID
+	testHookSession.Store(&hook)
+	t.Cleanup(func() { testHookSession.Store(nil) })
+	px.Unblock()
+	select {
+	case what := <-hooked:
+		t.Logf("after the session came back: %s", what)
+	case <-ctx.Done():
+		t.Fatal("the session did not come back")
+	}
+	waitUntil(ctx, t, "settled", func() bool { _, _, _, ok := r.ready(); return ok })
+	if got := r.Stats().SessionID; got != sid {
+		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
+	}
+	r.socks.mu.Lock()
+	var ops []int32
+	for hc := range r.socks.open {
+		ops = append(ops, hc.firstOp.Load())
+	}
+	r.socks.mu.Unlock()
+	if len(ops) != 1 || ops[0] != opSetWatches {
+		t.Fatalf("first requests on the open connections: %v, want one connection whose first is SetWatches (%d)", ops, opSetWatches)
+	}
+	// The watch was re-armed: a change reaches the subscription.
+	if err := r.Register(ctx, prov(20602)); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(ctx, t, lists, 2)
+}
+
+// queued reports whether a goroutine waits in go-zookeeper for the answer
+// to a request it queued (buf holds the goroutines' stacks).
+func queued(buf []byte) bool {
+	n := runtime.Stack(buf, true)
+	return bytes.Contains(buf[:n], []byte("zk.(*Conn).request("))
+}
+
+// waitLen waits until lists delivers a list of n providers.
+func waitLen(ctx context.Context, t *testing.T, lists listsListener, n int) {
+	t.Helper()
+	for {
+		select {
+		case l := <-lists:
+			if len(l) == n {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no list of %d providers", n)
+		}
+	}
+}
+
+// waitUntil polls cond every 10 ms until it holds.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
