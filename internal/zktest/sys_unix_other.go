@@ -2,10 +2,16 @@
 
 package zktest
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // sysProcAttr puts the server in its own process group, so a zkServer.sh
 // and its java die together.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// processCPU is not known here.
+func processCPU(int) (time.Duration, bool) { return 0, false }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Windows has no SIGSTOP nor SIGCONT: these values only tell Pause and
@@ -27,3 +28,6 @@ func signalGroup(pid int, sig syscall.Signal) error {
 	}
 	return p.Kill()
 }
+
+// processCPU is not known here.
+func processCPU(int) (time.Duration, bool) { return 0, false }

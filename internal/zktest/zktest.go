@@ -35,8 +35,13 @@ import (
 )
 
 // ReadyTimeout bounds how long Start, StartEnsemble and Server.Start wait
-// for servers to serve.
-const ReadyTimeout = 45 * time.Second
+// for servers to serve. It was 45 s: three config tests in one run at load
+// ~20 failed at it, their servers alive but not serving. A JVM starting on
+// a starved machine needs its few seconds of CPU and gets a tenth of a
+// core or less; the wait ends as soon as the servers serve, so only a
+// start that would have failed takes longer. Its error says what the last
+// srvr probe got and how much CPU the server's process had used.
+const ReadyTimeout = 2 * time.Minute
 
 // InstallHint says what to install when ZooKeeper is not found.
 const InstallHint = "install ZooKeeper 3.8: `apt-get install zookeeper` (Debian/Ubuntu, provides /usr/share/java/zookeeper.jar and a JRE), " +
@@ -522,31 +527,48 @@ func (s *Server) Restart() {
 // leader or follower; "" when it does not serve (down, starting, or
 // outside a quorum).
 func (s *Server) Mode() string {
+	m, _ := s.probe()
+	return m
+}
+
+// probe asks the server for its Mode; without one, why says what came
+// instead.
+func (s *Server) probe() (mode, why string) {
 	out, err := FourLetter(s.Addr, "srvr", time.Second)
 	if err != nil {
-		return ""
+		return "", err.Error()
 	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
+	first := ""
 	for sc.Scan() {
+		if first == "" {
+			first = sc.Text()
+		}
 		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
-			return strings.TrimSpace(m)
+			return strings.TrimSpace(m), ""
 		}
 	}
-	return ""
+	return "", fmt.Sprintf("an answer without a Mode: %q", first)
 }
 
 // WaitServing waits until the server reports a Mode (it serves clients),
 // polling every 50 ms. ruok is not enough: a member outside a quorum
-// answers imok without serving.
+// answers imok without serving. When ctx ends first, the error says how
+// long it waited, what the last srvr probe got (refused: the process is
+// not listening yet; a timeout: it is too slow to answer; an answer
+// without a Mode: not serving yet, an election say) and the CPU time the
+// process had used (little: it was starved; much: it is stuck).
 func (s *Server) WaitServing(ctx context.Context) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	start := time.Now()
 	for {
-		if s.Mode() != "" {
+		mode, why := s.probe()
+		if mode != "" {
 			return nil
 		}
 		s.mu.Lock()
-		done := s.done
+		done, cmd := s.done, s.cmd
 		s.mu.Unlock()
 		if done == nil {
 			return fmt.Errorf("server %d (%s) is not running", s.ID, s.Addr)
@@ -555,7 +577,12 @@ func (s *Server) WaitServing(ctx context.Context) error {
 		case <-done:
 			return fmt.Errorf("server %d (%s) exited before serving", s.ID, s.Addr)
 		case <-ctx.Done():
-			return fmt.Errorf("server %d (%s) not serving: %w", s.ID, s.Addr, ctx.Err())
+			cpu := "unknown"
+			if d, ok := processCPU(cmd.Process.Pid); ok {
+				cpu = d.String()
+			}
+			return fmt.Errorf("server %d (%s) not serving after %v (last srvr probe: %s; CPU time used by its process: %s): %w",
+				s.ID, s.Addr, time.Since(start).Round(time.Millisecond), why, cpu, ctx.Err())
 		case <-tick.C:
 		}
 	}

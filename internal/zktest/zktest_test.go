@@ -3,8 +3,10 @@ package zktest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +109,36 @@ func TestFindScriptInZookeeperHome(t *testing.T) {
 	}
 	if l.Script != script {
 		t.Fatalf("Find = %+v, want the script %s", l, script)
+	}
+}
+
+// A server that does not serve within the wait is reported with how long
+// it was waited for, what the last srvr probe got (a frozen server: a
+// timeout) and the CPU time its process had used.
+func TestWaitServingSaysWhy(t *testing.T) {
+	c := zktest.Start(t)
+	s := c.Servers[0]
+	s.Pause()
+	defer s.Resume()
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	err := s.WaitServing(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitServing on a frozen server = %v, want it to end with its context", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"not serving after ", "last srvr probe: ", "timeout", "CPU time used by its process: "} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if runtime.GOOS == "linux" && strings.Contains(msg, "process: unknown") {
+		t.Errorf("error %q: the CPU time is known on Linux", msg)
+	}
+	s.Resume()
+	ctx, cancel = context.WithTimeout(t.Context(), zktest.ReadyTimeout)
+	defer cancel()
+	if err := s.WaitServing(ctx); err != nil {
+		t.Fatalf("after Resume: %v", err)
 	}
 }
