@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -157,6 +158,32 @@ func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool)
 		case <-ctx.Done():
 			t.Fatalf("%s: %v", what, ctx.Err())
 		case <-tick.C:
+		}
+	}
+}
+
+// Watch channels a subscription dropped unfired (it listed the node again)
+// are forgotten once they fire, as the registry keeps listing: the set
+// stays about the size of the watches go-zookeeper still holds.
+func TestFiredWatchesForgotten(t *testing.T) {
+	r := &Registry{watches: map[<-chan zk.Event]*zk.Conn{}}
+	var held []chan zk.Event
+	for i := range 1000 {
+		ch := make(chan zk.Event, 1)
+		r.watchCall(nil)(ch)
+		if i%10 == 0 {
+			held = append(held, ch) // never fires
+		} else {
+			ch <- zk.Event{Type: zk.EventNodeChildrenChanged} // fired, dropped
+			close(ch)
+		}
+	}
+	if n := len(r.watches); n > len(held)+64 {
+		t.Fatalf("%d watch channels kept, %d of them unfired", n, len(held))
+	}
+	for _, ch := range held {
+		if _, ok := r.watches[ch]; !ok {
+			t.Fatal("an unfired watch channel was forgotten")
 		}
 	}
 }

@@ -106,6 +106,7 @@ type Registry struct {
 	settleGen  uint64
 	watches    map[<-chan zk.Event]*zk.Conn
 	watchCalls int
+	pruneAt    int         // len(watches) at which fired ones are forgotten
 	settle     *time.Timer // settleLate's fallback
 	regs       map[string]*reg
 	deletes    map[string]*pendingDelete
@@ -529,11 +530,7 @@ func (r *Registry) trySettleLocked() {
 		if r.watchCalls > 0 {
 			return // settled when they return
 		}
-		for ch, c := range r.watches {
-			if len(ch) > 0 || c != r.conn {
-				delete(r.watches, ch) // fired, or another connection's
-			}
-		}
+		r.pruneWatchesLocked()
 		if len(r.watches) > 0 {
 			return // settled when the SetWatches packet is written
 		}
@@ -544,6 +541,16 @@ func (r *Registry) trySettleLocked() {
 		r.settle = nil
 	}
 	r.kickAllLocked()
+}
+
+// pruneWatchesLocked forgets the watch channels that fired (they hold
+// their event) or came from another connection. r.mu is held.
+func (r *Registry) pruneWatchesLocked() {
+	for ch, c := range r.watches {
+		if len(ch) > 0 || c != r.conn {
+			delete(r.watches, ch)
+		}
+	}
 }
 
 // settleLate settles session gen if the SetWatches packet did not come
@@ -581,6 +588,12 @@ func (r *Registry) watchCall(conn *zk.Conn) func(<-chan zk.Event) {
 		r.watchCalls--
 		if ch != nil {
 			r.watches[ch] = conn
+			if len(r.watches) >= r.pruneAt {
+				// Channels a subscription dropped unfired (it listed
+				// again) fire with the node's change; forget those.
+				r.pruneWatchesLocked()
+				r.pruneAt = max(2*len(r.watches), 64)
+			}
 		}
 		r.trySettleLocked()
 	}
