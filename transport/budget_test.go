@@ -301,7 +301,7 @@ func (keeper) Closed(*transport.Conn, error) {}
 // 500 ms FrameTimeout.
 func TestBudgetWaitIsNotThePeers(t *testing.T) {
 	const (
-		a, b  = 600 << 10, 400 << 10
+		a, b    = 600 << 10, 400 << 10
 		timeout = 500 * time.Millisecond
 	)
 	k := keeper{kept: make(chan *transport.Buffer, 2)}
