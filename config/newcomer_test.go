@@ -171,3 +171,35 @@ references: {greeter: {interface: demo.Greeter, check: on, retries: 2.0}}
 	assert.Equal(t, 2, *c.References["greeter"].Retries)
 	assert.True(t, *c.Registries["zk"].Check)
 }
+
+// A value of the wrong shape (one value where keys or named entries go,
+// one where a list goes) and a singular key where a list key goes say
+// what to write; the decoder said "cannot unmarshal !!str `shop` into
+// config.ApplicationConfig". Empty values stay the zero value.
+func TestYAMLWrongShapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"application: shop\n": `config: application (line 1): "shop" is a single value where keys go: write application: {name: shop} (keys: name, unknown_fields)`,
+		"registries: zookeeper://127.0.0.1:2181\n": `config: registries (line 1): "zookeeper://127.0.0.1:2181" is a single value where named entries go: ` +
+			`write registries: {NAME: {address: "zookeeper://127.0.0.1:2181"}}`,
+		"services:\n  greeter: demo.Greeter\n": `config: services.greeter (line 2): "demo.Greeter" is a single value where keys go: ` +
+			`write greeter: {interface: demo.Greeter} (keys: executes, filters, group, interface, protocol, registries, tag, timeout, token, version, warmup, weight)`,
+		"references:\n  g: {interface: demo.Greeter, registry: zk}\n":   `config: references.g.registry (line 2): unknown key; registries takes a list: write registries: [zk]`,
+		"references:\n  g: {interface: demo.Greeter, registries: zk}\n": `config: references.g.registries (line 2): a list goes here: write registries: [zk]`,
+		"references:\n  g: {interface: demo.Greeter, routers: \"method = find* => host = 10.0.0.2\"}\n": `config: references.g.routers (line 2): a list goes here: ` +
+			`write routers: ["method = find* => host = 10.0.0.2"]`,
+	} {
+		_, err := config.Parse(strings.NewReader(in))
+		assert.EqualError(t, err, want, in)
+	}
+	// What each message says to write parses.
+	for _, in := range []string{
+		"application: {name: shop}\n",
+		"registries: {zk: {address: \"zookeeper://127.0.0.1:2181\"}}\n",
+		"references:\n  g: {interface: demo.Greeter, registries: [zk], routers: [\"method = find* => host = 10.0.0.2\"]}\n" +
+			"registries: {zk: {address: \"zookeeper://127.0.0.1:2181\"}}\n",
+		"application:\nregistries:\nservices:\n", // empty values
+	} {
+		_, err := config.Parse(strings.NewReader(in))
+		assert.NoError(t, err, in)
+	}
+}

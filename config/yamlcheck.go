@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,8 +85,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 			*errs = append(*errs, fmt.Sprintf("config: %s (line %d): %q is not true or false", path, n.Line, n.Value))
 		}
 	case reflect.Struct:
+		if isNull(n) {
+			return
+		}
 		if n.Kind != yaml.MappingNode {
-			return // the decoder reports the wrong kind
+			*errs = append(*errs, wrongShape(n, t, path))
+			return
 		}
 		fields := map[string]reflect.Type{}
 		var known []string
@@ -114,6 +119,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 				*errs = append(*errs, fmt.Sprintf("config: %s (line %d): unknown key; %s", k.Value, k.Line, topLevelHints[k.Value]))
 				continue
 			}
+			if !ok && isList(fields[plural(k.Value)]) && v.Kind == yaml.ScalarNode {
+				// registry: zk where registries: [zk] goes.
+				*errs = append(*errs, fmt.Sprintf("config: %s (line %d): unknown key; %s takes a list: write %s: [%s]",
+					join(path, k.Value), k.Line, plural(k.Value), plural(k.Value), flowValue(v.Value)))
+				continue
+			}
 			if !ok {
 				where := "top level"
 				if path != "" {
@@ -126,7 +137,11 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 			checkNode(v, ft, join(path, k.Value), errs)
 		}
 	case reflect.Map:
+		if isNull(n) {
+			return
+		}
 		if n.Kind != yaml.MappingNode {
+			*errs = append(*errs, wrongShape(n, t, path))
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -134,6 +149,9 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
+			if n.Kind == yaml.ScalarNode && !isNull(n) {
+				*errs = append(*errs, fmt.Sprintf("config: %s (line %d): a list goes here: write %s: [%s]", path, n.Line, lastKey(path), flowValue(n.Value)))
+			}
 			return
 		}
 		for i, item := range n.Content {
@@ -141,6 +159,92 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 		}
 	}
 }
+
+// wrongShape is the message for a value of the wrong shape where t, a
+// struct or a map, goes (application: shop; registries: zookeeper://...):
+// what goes there and how to write it, with the value given when it fits
+// the main key (name, interface, address).
+func wrongShape(n *yaml.Node, t reflect.Type, path string) string {
+	got := "a list"
+	val := "..."
+	switch n.Kind {
+	case yaml.ScalarNode:
+		got, val = fmt.Sprintf("%q is a single value", n.Value), flowValue(n.Value)
+	case yaml.MappingNode:
+		got = "a map"
+	}
+	key := lastKey(path)
+	if t.Kind() == reflect.Map {
+		inner := "..."
+		if e := t.Elem(); e.Kind() == reflect.Struct {
+			inner = "{" + mainKey(e) + ": " + val + "}"
+		}
+		return fmt.Sprintf("config: %s (line %d): %s where named entries go: write %s: {NAME: %s}", path, n.Line, got, key, inner)
+	}
+	return fmt.Sprintf("config: %s (line %d): %s where keys go: write %s: {%s: %s} (keys: %s)",
+		path, n.Line, got, key, mainKey(t), val, strings.Join(keysOf(t), ", "))
+}
+
+// mainKey is the key a struct is mostly written with.
+func mainKey(t reflect.Type) string {
+	keys := keysOf(t)
+	for _, k := range []string{"name", "interface", "address"} {
+		if slices.Contains(keys, k) {
+			return k
+		}
+	}
+	if len(keys) == 0 {
+		return "..."
+	}
+	return keys[0]
+}
+
+// keysOf lists the YAML keys of struct t, sorted.
+func keysOf(t reflect.Type) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.IsExported() && name != "-" && name != "" {
+			keys = append(keys, name)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// lastKey is the last key of a path (references.greeter.registries ->
+// registries).
+func lastKey(path string) string {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// plural is the list key a singular one stands for: registry ->
+// registries, filter -> filters.
+func plural(key string) string {
+	if s, ok := strings.CutSuffix(key, "y"); ok {
+		return s + "ies"
+	}
+	return key + "s"
+}
+
+// isNull reports whether n is an empty value (key: with nothing after
+// it), which the decoder takes as the zero value.
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// flowValue writes v as it can stand in a YAML flow collection: quoted
+// when it holds a character that would end or change it.
+func flowValue(v string) string {
+	if v == "" || strings.ContainsAny(v, ":,[]{}#&*!|>'\"%@` ") {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+func isList(t reflect.Type) bool { return t != nil && t.Kind() == reflect.Slice }
 
 // wholeNumber reports whether the scalar n decodes into an integer, as
 // the decoder would take it, except a float with a fraction: the decoder
