@@ -28,7 +28,9 @@ import (
 func TestBudgetGivenBackAfterCalls(t *testing.T) {
 	ctx := testCtx(t)
 	srv := newProtocol(t, nil)
-	g, u := export(t, srv, providerURL("demo.Greeter"))
+	// Calls may take the test's time: 100 at once take over a second
+	// under -race on a loaded machine (the default timeout is 1 s).
+	g, u := export(t, srv, providerURL("demo.Greeter", protocol.KeyTimeout, testTimeoutMillis))
 	inv := refer(t, newProtocol(t, nil), u)
 	do := func(method string, args ...any) error {
 		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: method, Args: args})
@@ -73,7 +75,7 @@ func TestBudgetSharedByPorts(t *testing.T) {
 	ctx := testCtx(t)
 	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: time.Minute})
 	_, u1 := export(t, srv, providerURL("demo.One"))
-	_, u2 := export(t, srv, providerURL("demo.Two"))
+	_, u2 := export(t, srv, providerURL("demo.Two", protocol.KeyTimeout, testTimeoutMillis))
 	require.NotEqual(t, u1.Port, u2.Port)
 
 	const body = 1 << 20
