@@ -67,6 +67,8 @@ func TestDefaultOptionsReferLowerLayers(t *testing.T) {
 	require.Equal(t, ed.MaxConcurrent, d.MaxConcurrent)
 	require.Equal(t, td.MaxConns, d.MaxConnections)
 	require.Equal(t, td.FrameTimeout, d.FrameTimeout)
+	require.Equal(t, td.MaxMemory, d.MaxMemory)
+	require.Equal(t, ed.MaxMemory, d.MaxMemory)
 	require.NotNil(t, d.Serializers)
 	require.Equal(t, serialize.Builtin().Names(), d.Serializers.Names())
 }
