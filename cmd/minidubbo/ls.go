@@ -242,7 +242,13 @@ func printListing(w io.Writer, l *lsListing, root string) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintln(w, s.Interface)
-		fmt.Fprintf(w, "  providers: %d\n", len(s.Providers))
+		if len(s.Providers) == 0 {
+			// The service's node is persistent, as in Dubbo: only its
+			// providers' nodes go when they stop.
+			fmt.Fprintln(w, "  providers: 0 (none running; a service stays listed after its last provider stops)")
+		} else {
+			fmt.Fprintf(w, "  providers: %d\n", len(s.Providers))
+		}
 		for _, p := range s.Providers {
 			fmt.Fprintf(w, "    %s", p.Address)
 			if p.Version != "" {

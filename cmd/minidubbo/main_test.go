@@ -152,3 +152,20 @@ func TestLBErrors(t *testing.T) {
 		})
 	}
 }
+
+// A service whose providers all stopped stays in ZooKeeper (its node is
+// persistent, as in Dubbo); ls says why it lists one with no provider.
+func TestLSExplainsNoProvider(t *testing.T) {
+	var out bytes.Buffer
+	printListing(&out, &lsListing{Services: []lsService{
+		{Interface: "org.minidubbo.monitor.MonitorService"},
+		{Interface: "demo.Greeter", Providers: []lsProvider{{Address: "10.0.0.1:20880", Weight: 100}}, Consumers: 1},
+	}}, "/dubbo")
+	assert.Equal(t, "org.minidubbo.monitor.MonitorService\n"+
+		"  providers: 0 (none running; a service stays listed after its last provider stops)\n"+
+		"  consumers: 0\n\n"+
+		"demo.Greeter\n"+
+		"  providers: 1\n"+
+		"    10.0.0.1:20880 weight=100\n"+
+		"  consumers: 1\n", out.String())
+}
