@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -354,3 +355,33 @@ func TestBudgetWaitIsNotThePeers(t *testing.T) {
 
 // wholeFrame returns a whole frame whose body is n zero bytes.
 func wholeFrame(id uint64, n int) []byte { return append(header(id, n), make([]byte, n)...) }
+
+// TestBudgetOverTLS: a TLS server's connections are charged too (their
+// frames are written through a buffered writer, not writev): a 512 KiB
+// frame that does not fit waits, is read once the frame that holds the
+// budget is released, and the budget is back to zero after the echoes.
+func TestBudgetOverTLS(t *testing.T) {
+	ctx := testCtx(t)
+	serverTLS, clientTLS := testcert.SelfSigned(t)
+	k := keeper{kept: make(chan *transport.Buffer, 1)}
+	s, addr := serve(t, k, &transport.Options{TLS: serverTLS, MaxMemory: 1 << 20, MaxPayload: 768 << 10})
+	got := newRecorder(false)
+	c, err := transport.Dial(ctx, addr, got, &transport.Options{TLS: clientTLS})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Send(frame(1, strings.Repeat("a", 768<<10))))
+	first := <-k.kept
+	require.Equal(t, transport.HeaderSize+768<<10, s.Budget().Used())
+
+	// A second frame of 512 KiB does not fit beside the first: its
+	// connection waits for room until the first is released.
+	require.NoError(t, c.Send(frame(2, strings.Repeat("b", 512<<10))))
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond)
+	first.Release()
+	second := <-k.kept
+	require.Equal(t, transport.HeaderSize+512<<10, s.Budget().Used())
+	second.Release()
+	require.NoError(t, c.Send(frame(3, "small")))
+	require.Equal(t, "small", string(recv(t, ctx, got.frames)[transport.HeaderSize:]))
+	require.Eventually(t, func() bool { return s.Budget().Used() == 0 }, 10*time.Second, time.Millisecond)
+}
