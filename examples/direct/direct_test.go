@@ -88,5 +88,6 @@ func TestProviderAndConsumer(t *testing.T) {
 	// A consumer pointed at nothing fails with a clear error, bounded in time.
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-addr", addr, "-timeout", "3s").CombinedOutput()
 	require.Error(t, err)
-	assert.Contains(t, string(out), "consumer: echo:")
+	assert.Contains(t, string(out), "consumer: echo: dial failed: "+addr)
+	assert.True(t, strings.HasSuffix(string(out), "\n(is the provider running? go run ./examples/direct/provider -addr "+addr+" starts it)\n"), "%s", out)
 }

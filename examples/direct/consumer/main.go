@@ -16,6 +16,7 @@ import (
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/proxy"
 	"github.com/minidubbo/minidubbo/service"
+	"github.com/minidubbo/minidubbo/status"
 )
 
 func main() {
@@ -52,6 +53,9 @@ func run(ctx context.Context, addr, name string) error {
 	}
 
 	pong, err := g.Echo.Echo(ctx, "ping")
+	if errors.Is(err, status.ErrDial) {
+		return fmt.Errorf("echo: %w\n(is the provider running? go run ./examples/direct/provider -addr %s starts it)", err, addr)
+	}
 	if err != nil {
 		return fmt.Errorf("echo: %w", err)
 	}
