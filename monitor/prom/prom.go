@@ -3,8 +3,11 @@
 package prom
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -77,9 +80,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // Handler returns an http.Handler of the Prometheus text format with m's
 // counts, the Go runtime's and the process's metrics, and those of extra.
+// An extra collector already there (the Go collector passed again) is
+// served once; one that Prometheus refuses (a metric of the same name
+// with other labels) makes every scrape fail with status 500 and the
+// reason, instead of a panic here. Nil extras are skipped.
 func Handler(m *monitor.Monitor, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(extra...)
+	var refused []string
+	for i, c := range extra {
+		if c == nil {
+			continue
+		}
+		if err := reg.Register(c); err != nil {
+			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+				continue
+			}
+			refused = append(refused, fmt.Sprintf("extra collector %d (%T): %v", i, c, err))
+		}
+	}
+	if len(refused) > 0 {
+		msg := "prom: " + strings.Join(refused, "; ")
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, msg, http.StatusInternalServerError)
+		})
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }

@@ -3,11 +3,15 @@ package prom_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -78,4 +82,44 @@ func TestMetricsPageParses(t *testing.T) {
 	assert.EqualValues(t, 7*9, fams["minidubbo_received_bytes_total"].Metric[0].Counter.GetValue())
 	assert.EqualValues(t, 7*5, fams["minidubbo_sent_bytes_total"].Metric[0].Counter.GetValue())
 	assert.Contains(t, fams, "go_goroutines")
+}
+
+// clash is a collector whose metric takes the name of the monitor's
+// calls counter with other labels: Prometheus refuses it.
+type clash struct{ d *prometheus.Desc }
+
+func (c clash) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
+func (c clash) Collect(chan<- prometheus.Metric)    {}
+
+// TestHandlerExtraCollectors: an extra collector already there is served
+// once, a nil one is skipped, and one Prometheus refuses makes the page
+// answer 500 with the reason; none panics (Handler used MustRegister).
+func TestHandlerExtraCollectors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	m := monitor.New(monitor.WithIdentity("shop", "127.0.0.1"))
+	get := func(h http.Handler) (int, string) {
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	var h http.Handler
+	require.NotPanics(t, func() { h = prom.Handler(m, collectors.NewGoCollector(), nil) })
+	code, body := get(h)
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, 1, strings.Count(body, "\ngo_goroutines "), "the Go collector once")
+
+	bad := clash{prometheus.NewDesc("minidubbo_calls_total", "clash", []string{"other"}, nil)}
+	require.NotPanics(t, func() { h = prom.Handler(m, bad) })
+	code, body = get(h)
+	assert.Equal(t, http.StatusInternalServerError, code)
+	assert.Contains(t, body, "prom: extra collector 0 (prom_test.clash): ")
+	assert.Contains(t, body, "minidubbo_calls_total")
 }
