@@ -39,7 +39,7 @@ type Collector struct {
 	calls, failures, duration, in, out, conc *prometheus.Desc
 }
 
-// NewCollector returns a Collector of m.
+// NewCollector returns a Collector of m (nil: a Collector with no counts).
 func NewCollector(m *monitor.Monitor) *Collector {
 	d := func(name, help string, extra ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, append(slices.Clone(labels), extra...), nil)
@@ -64,6 +64,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.m == nil {
+		return // a Collector of no Monitor has no counts
+	}
 	app, _ := c.m.Application()
 	for _, s := range c.m.Snapshot() {
 		lv := []string{app, string(s.Side), s.Service, s.Version, s.Group, s.Method, s.Provider, s.Consumer}

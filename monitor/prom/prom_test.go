@@ -123,3 +123,11 @@ func TestHandlerExtraCollectors(t *testing.T) {
 	assert.Contains(t, body, "prom: extra collector 0 (prom_test.clash): ")
 	assert.Contains(t, body, "minidubbo_calls_total")
 }
+
+// A Collector of no Monitor collects nothing; it panicked on a nil
+// pointer when a registry gathered it.
+func TestCollectorNilMonitor(t *testing.T) {
+	ch := make(chan prometheus.Metric, 16)
+	require.NotPanics(t, func() { prom.NewCollector(nil).Collect(ch) })
+	assert.Zero(t, len(ch))
+}

@@ -38,4 +38,9 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 	require.Equal(t, Options{MaxSeries: DefaultMaxSeries, Refresh: DefaultRefresh}, DefaultOptions())
+
+	// A nil store is an error at New, not a panic at the first report.
+	srv, err := New(nil, Options{})
+	require.Nil(t, srv)
+	require.EqualError(t, err, "monitor server: nil store (open one with store.Open)")
 }

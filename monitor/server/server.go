@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -68,9 +69,12 @@ type Server struct {
 	metrics  *callMetrics
 }
 
-// New returns a Server over st. The caller keeps owning st. Invalid
-// options (see Options.Validate) are an error.
+// New returns a Server over st. The caller keeps owning st. A nil st and
+// invalid options (see Options.Validate) are errors.
 func New(st *store.Store, o Options) (*Server, error) {
+	if st == nil {
+		return nil, errors.New("monitor server: nil store (open one with store.Open)")
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
