@@ -29,7 +29,12 @@ const smallFrame = 4 << 10
 // A frame is charged whole when its header has been read, before its body
 // is read or allocated: when it does not fit, the connection stops reading
 // (the peer's writes wait in TCP) until frames held elsewhere are released,
-// so a frame never waits half read and nothing deadlocks on the budget. A
+// so a frame never waits half read and nothing deadlocks on the budget.
+// A release wakes only the waiting connections whose frames now fit, in
+// the order they began to wait (a large frame is not overtaken by smaller
+// ones that began to wait after it; a frame that fits when its header is
+// read is read at once), with their frames charged already; the others
+// sleep on. A
 // connection that holds no frame at all may still read a frame of up to
 // 4 KiB while the budget is used up, so that callers with small calls
 // progress one call at a time while the connections that hold the memory
@@ -50,11 +55,27 @@ const smallFrame = 4 << 10
 type Budget struct {
 	limit     int64
 	used      atomic.Int64
-	waiters   atomic.Int32
+	waiters   atomic.Int32 // connections in budgetWait
 	throttled atomic.Uint64
+	wakes     atomic.Uint64 // waiters woken with room granted (tests)
 
-	mu    sync.Mutex
-	space chan struct{} // closed when memory is released and someone waits
+	// The connections waiting for room, first come first served: a
+	// release wakes only those it makes room for, in order, with their
+	// frames charged already (grant), not every waiting connection (which
+	// made each release cost a wake-up per throttled connection).
+	mu         sync.Mutex
+	head, tail *budgetWaiter
+}
+
+// budgetWaiter is a connection's place in its budget's queue (Conn.bw).
+// Its fields other than wake are guarded by the budget's mu.
+type budgetWaiter struct {
+	need       int64 // the frame's charge
+	small      bool  // the frame may be read once its connection holds nothing
+	queued     bool
+	granted    bool // need was charged for it, and it was taken off the queue
+	prev, next *budgetWaiter
+	wake       chan struct{} // 1 slot: signalled when taken off the queue by another
 }
 
 // NewBudget returns a budget of limit bytes; limit <= 0 means
@@ -92,31 +113,86 @@ func (b *Budget) tryTake(n int) bool {
 // charge charges n whether it fits or not.
 func (b *Budget) charge(n int) { b.used.Add(int64(n)) }
 
-// release gives n back and wakes the connections waiting for room.
+// release gives n back and wakes the connections waiting for room that
+// now fits.
 func (b *Budget) release(n int) {
 	b.used.Add(-int64(n))
 	if b.waiters.Load() > 0 {
 		b.mu.Lock()
-		if b.space != nil {
-			close(b.space)
-			b.space = nil
-		}
+		b.grant()
 		b.mu.Unlock()
 	}
 }
 
-// waitFor registers a waiter and returns the channel the next release
-// closes; the caller tries again after registering (a release before it
-// woke no one) and calls done when it stops waiting.
-func (b *Budget) waitFor() <-chan struct{} {
-	b.mu.Lock()
-	b.waiters.Add(1)
-	if b.space == nil {
-		b.space = make(chan struct{})
+// grant charges the frames of the waiters at the head of the queue, in
+// order, as long as they fit, and wakes them. b.mu is held.
+func (b *Budget) grant() {
+	for w := b.head; w != nil && b.tryTake(int(w.need)); w = b.head {
+		w.granted = true
+		b.unqueue(w)
 	}
-	ch := b.space
+}
+
+// push queues w last. b.mu is held.
+func (b *Budget) push(w *budgetWaiter) {
+	w.queued, w.prev, w.next = true, b.tail, nil
+	if b.tail != nil {
+		b.tail.next = w
+	} else {
+		b.head = w
+	}
+	b.tail = w
+}
+
+// unqueue takes w off the queue and wakes it. b.mu is held.
+func (b *Budget) unqueue(w *budgetWaiter) {
+	b.remove(w)
+	b.wakes.Add(1)
+	w.signal()
+}
+
+// signal wakes w's connection (w.wake has one slot).
+func (w *budgetWaiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes w off the queue. b.mu is held.
+func (b *Budget) remove(w *budgetWaiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		b.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		b.tail = w.prev
+	}
+	w.queued, w.prev, w.next = false, nil, nil
+}
+
+// wakeSmall wakes c's waiter if it waits for c to hold nothing (c's held
+// just fell to zero).
+func (b *Budget) wakeSmall(c *Conn) {
+	b.mu.Lock()
+	if w := &c.bw; w.queued && w.small {
+		b.leave(w)
+		w.signal()
+	}
 	b.mu.Unlock()
-	return ch
+}
+
+// leave takes w off the queue without charging it; when it was first,
+// those behind it may fit now. b.mu is held.
+func (b *Budget) leave(w *budgetWaiter) {
+	head := b.head == w
+	b.remove(w)
+	if head {
+		b.grant()
+	}
 }
 
 func (b *Budget) done() { b.waiters.Add(-1) }
@@ -159,7 +235,9 @@ func (c *Conn) bill(f *Buffer) {
 
 // unbill gives back what a frame of c's was charged (Buffer.Release).
 func (c *Conn) unbill(n int) {
-	c.held.Add(-int64(n))
+	if c.held.Add(-int64(n)) == 0 && c.smallWait.Load() {
+		c.budget.wakeSmall(c)
+	}
 	c.budget.release(n)
 }
 
@@ -204,11 +282,24 @@ func (c *Conn) owe(f *Buffer, n int) {
 	c.held.Add(int64(n))
 }
 
-// budgetWait is budgetFrame's slow path: the budget is used up.
+// budgetWait is budgetFrame's slow path: the budget is used up. The
+// connection waits in the budget's queue until a release charges its
+// frame for it, or (a small frame) until it holds nothing, or it closes.
 func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
-	b := c.budget
+	b, w := c.budget, &c.bw
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	w.need, w.small = int64(total), total <= smallFrame
 	counted := false
+	// Counted before the queue is looked at, so that a release either
+	// sees this connection waiting or made its room before the
+	// connection tries (and the same for wakeSmall and held).
+	b.waiters.Add(1)
+	c.smallWait.Store(w.small)
 	defer func() {
+		c.smallWait.Store(false)
+		b.done()
 		if counted {
 			// The wait was the server's, not the peer's: the frame's
 			// FrameTimeout starts again (frameOf sets it before the
@@ -218,13 +309,16 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			c.rs.fresh = false
 			c.lastRead.Store(monoNow())
 			c.waiting.Store(false)
-			// The frame's deadline starts again: the wait was the
-			// server's, not the peer's.
-			c.rs.fresh = false
 		}
 	}()
 	for {
-		if total <= smallFrame && c.held.Load() == 0 {
+		b.mu.Lock()
+		granted := w.granted
+		w.granted = false
+		switch {
+		case granted:
+		case w.small && c.held.Load() == 0:
+			b.mu.Unlock()
 			// Holds nothing: one small frame, in a buffer of its
 			// size, whether it fits or not.
 			f := buffers.Get().(*Buffer)
@@ -235,10 +329,14 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
+		case b.head == nil && b.tryTake(total):
+			// No one waits before it, and it fits.
+			granted = true
+		default:
+			b.push(w)
 		}
-		ch := b.waitFor()
-		if b.tryTake(total) {
-			b.done()
+		b.mu.Unlock()
+		if granted {
 			f := getReadBuffer(first)
 			if extra := cap(f.B) - total; extra > 0 {
 				b.charge(extra)
@@ -259,10 +357,22 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			c.waiting.Store(true)
 		}
 		select {
-		case <-ch:
-			b.done()
+		case <-w.wake:
 		case <-c.closing:
-			b.done()
+			b.mu.Lock()
+			if w.queued {
+				b.leave(w)
+			}
+			granted := w.granted
+			w.granted = false
+			b.mu.Unlock()
+			select {
+			case <-w.wake:
+			default:
+			}
+			if granted {
+				b.release(total)
+			}
 			return nil, c.Err()
 		}
 	}

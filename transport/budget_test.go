@@ -201,7 +201,11 @@ func TestBudgetBoundsFloodWithoutReading(t *testing.T) {
 	t.Logf("%d peers not reading 64 KiB answers: budget used %d, throttled %d, heap and stacks grew %d KiB",
 		n, used, s.Throttled(), grown>>10)
 	require.LessOrEqual(t, used, limit+slack)
-	require.Less(t, grown, int64(limit+slack+n*64<<10))
+	// Per connection, besides its frames: the read and write buffers
+	// (32 KiB each) and the goroutines of both ends, whose stacks are
+	// larger under -race (64 KiB per connection failed 2 runs of 4 there,
+	// by up to 1 MiB). Without the budget the growth is 1.1 GiB.
+	require.Less(t, grown, int64(limit+slack+n*128<<10))
 
 	polite, err := net.Dial("tcp", addr)
 	require.NoError(t, err)

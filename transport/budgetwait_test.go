@@ -2,9 +2,11 @@ package transport_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +91,131 @@ func TestThrottledFrameGetsItsFrameTimeout(t *testing.T) {
 		t.Fatalf("closed: %v", err)
 	default:
 	}
+}
+
+// TestBudgetWakesOnlyWhoFits: 100 connections wait for room for 512 KiB
+// frames while 15 stalled ones hold an 8 MiB budget. A polite peer's 500
+// small round trips release memory a thousand times, and wake none of the
+// waiting connections: their frames do not fit in what each release
+// gives back. (Every release used to wake every waiting connection, to
+// try again and wait again: 50,000 wake-ups here, about 12 times the CPU
+// of each polite call with 1,000 waiting.) Once the stalled peers go,
+// each waiting connection is woken once, when its frame fits, first come
+// first served, and the budget returns to zero.
+func TestBudgetWakesOnlyWhoFits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 115 connections")
+	}
+	const (
+		waiting = 100
+		body    = 512 << 10
+		limit   = 8 << 20
+	)
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: limit, MaxPayload: 1 << 20})
+	b := s.Budget()
+	fit := limit / (transport.HeaderSize + body)
+	start := append(header(1, body), make([]byte, 1000)...)
+	var stalled, waiters []net.Conn
+	defer func() {
+		for _, c := range append(stalled, waiters...) {
+			c.Close()
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = c.Write(start)
+		require.NoError(t, err)
+		return c
+	}
+	for range fit {
+		stalled = append(stalled, dial())
+	}
+	require.Eventually(t, func() bool { return b.Used() == fit*(transport.HeaderSize+body) }, 20*time.Second, time.Millisecond)
+	for range waiting {
+		waiters = append(waiters, dial())
+	}
+	require.Eventually(t, func() bool { return s.Throttled() == waiting }, 20*time.Second, time.Millisecond)
+
+	polite, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer polite.Close()
+	for i := range 500 {
+		politeRoundTrip(t, polite, fmt.Sprintf("call %d", i))
+	}
+	require.Zero(t, transport.Wakes(b), "connections woken for room that their frames do not fit in")
+
+	for _, c := range stalled {
+		c.Close()
+	}
+	// Each waiting frame is read once room is made for it: the whole
+	// frame is sent for the echo to come back.
+	rest := make([]byte, body-1000)
+	var wg sync.WaitGroup
+	errs := make(chan error, waiting)
+	for i, c := range waiters {
+		wg.Go(func() {
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			_, err := c.Write(rest)
+			if err == nil {
+				_, err = io.ReadFull(c, make([]byte, transport.HeaderSize+body))
+			}
+			if err != nil {
+				errs <- fmt.Errorf("waiter %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Equal(t, uint64(waiting), transport.Wakes(b), "each waiting connection woken once")
+	for _, c := range waiters {
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
+}
+
+// TestBudgetWaitersFirstComeFirstServed: a 900 KiB frame that began to
+// wait for room before a 250 KiB one is read first, though the room made
+// first would fit only the smaller one: the larger one is not passed over
+// until others drain, then the smaller one follows.
+func TestBudgetWaitersFirstComeFirstServed(t *testing.T) {
+	ctx := testCtx(t)
+	h := newRecorder(false)
+	s, addr := serve(t, h, &transport.Options{FrameTimeout: time.Minute, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
+	b := s.Budget()
+	dial := func(id uint64, body int, whole bool) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		f := header(id, body)
+		if whole {
+			f = append(f, make([]byte, body)...)
+		}
+		go func() { _, _ = c.Write(f) }() // a large frame waits in TCP
+		return c
+	}
+	held := 0
+	var stalls []net.Conn
+	for i, body := range []int{1000 << 10, 300 << 10, 600 << 10} {
+		stalls = append(stalls, dial(uint64(10+i), body, false))
+		held += transport.HeaderSize + body
+		require.Eventually(t, func() bool { return b.Used() == held }, 10*time.Second, time.Millisecond)
+	}
+	dial(1, 900<<10, true)
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond)
+	dial(2, 250<<10, true)
+	require.Eventually(t, func() bool { return s.Throttled() == 2 }, 10*time.Second, time.Millisecond)
+
+	// Room for the 250 KiB frame only, then for the 900 KiB one.
+	stalls[1].Close()
+	require.Eventually(t, func() bool { return b.Used() == held-(transport.HeaderSize+300<<10) }, 10*time.Second, time.Millisecond)
+	stalls[2].Close()
+	for _, want := range []uint64{1, 2} {
+		got := recv(t, ctx, h.frames)
+		require.Equal(t, want, binary.BigEndian.Uint64(got[4:12]), "frames read out of their order of waiting")
+	}
+	require.Equal(t, uint64(2), transport.Wakes(b))
 }

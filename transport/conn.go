@@ -131,6 +131,10 @@ type Conn struct {
 	held      atomic.Int64
 	waiting   atomic.Bool
 	throttles *atomic.Uint64
+	// bw is c's place in its budget's queue; smallWait is set while c
+	// waits there with a frame it may read once it holds nothing.
+	bw        budgetWaiter
+	smallWait atomic.Bool
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake

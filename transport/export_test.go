@@ -40,3 +40,7 @@ func LentCopies() int64 { return lentCopies.Load() }
 
 // Interrupts returns how many times Interrupt stopped c's reading role.
 func Interrupts(c *Conn) uint64 { return c.interrupts.Load() }
+
+// Wakes returns how many times b woke a connection waiting for room, with
+// its frame charged.
+func Wakes(b *Budget) uint64 { return b.wakes.Load() }
