@@ -23,9 +23,11 @@
 // going on such a paused connection so that neither side takes the other
 // as dead. The same happens when the frames of all the server's
 // connections hold its memory budget (Options.MaxMemory, 256 MiB by
-// default): connections holding requests or answers are not read until
-// memory is released (Server.Throttled). status.ServerBusy answers only a limit set on purpose
-// (Options.MaxConcurrent). Shutdown tells the clients that the server is
+// default): a connection whose next request does not fit is not read
+// until memory is released (Server.Throttled), except that one holding
+// nothing may still send a request of up to 4 KiB. status.ServerBusy
+// answers only a limit set on purpose (Options.MaxConcurrent). Shutdown
+// tells the clients that the server is
 // going away (Client.ReadOnly), waits for the requests in progress until
 // its context ends, then closes; handlers that ignore their context are
 // abandoned and counted (Server.Abandoned), so Shutdown always returns.

@@ -105,8 +105,8 @@ type Options struct {
 	// worker or running), and answers queued and not yet written
 	// (transport.Options.MaxMemory; default transport.DefaultMaxMemory,
 	// 256 MiB, or twice MaxPayload when more). When it is used up the
-	// Server stops reading the connections that hold requests or answers
-	// until memory is released, as when Queue is full: calls wait,
+	// Server stops reading each connection whose next request does not
+	// fit until memory is released, as when Queue is full: calls wait,
 	// nothing is refused (Server.Throttled counts the stops). A
 	// connection that holds nothing may still send a request of up to
 	// 4 KiB. Clients have no such budget.
