@@ -219,3 +219,47 @@ func TestBudgetWaitersFirstComeFirstServed(t *testing.T) {
 	}
 	require.Equal(t, uint64(2), transport.Wakes(b))
 }
+
+// TestBudgetWaitersChurn: 60 connections send frames of 100 to 900 KiB at
+// once into a 2 MiB budget, and every other one closes as soon as it has
+// written, wherever it is then: read, waiting for room, first in line, or
+// just granted room. Every one that stays gets its echo (a waiter that
+// leaves lets those behind it in), and the budget returns to zero.
+func TestBudgetWaitersChurn(t *testing.T) {
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
+	b := s.Budget()
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for i := range 60 {
+		body := (100 + (i*137)%800) << 10
+		leaves := i%2 == 1
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			f := append(header(uint64(i), body), make([]byte, body)...)
+			if leaves {
+				_, _ = c.Write(f[:transport.HeaderSize+body/2])
+				return
+			}
+			if _, err := c.Write(f); err != nil {
+				errs <- fmt.Errorf("conn %d: %w", i, err)
+				return
+			}
+			if _, err := io.ReadFull(c, make([]byte, len(f))); err != nil {
+				errs <- fmt.Errorf("conn %d (%d KiB): no echo: %w", i, body>>10, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
+	t.Logf("throttled %d times, woken with room %d times", s.Throttled(), transport.Wakes(b))
+}
