@@ -158,6 +158,9 @@ func (s *Store) window(since, until time.Time) (time.Time, time.Time, error) {
 // Query returns the rows of q, ordered by service, method, side,
 // application, provider and consumer.
 func (s *Store) Query(ctx context.Context, q Query) (*Summary, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	since, until, err := s.window(q.Since, q.Until)
 	if err != nil {
 		return nil, err
@@ -245,6 +248,9 @@ type Point struct {
 // has rows, oldest first. On the consumer side it counts calls (the
 // call-level rows), not attempts.
 func (s *Store) Series(ctx context.Context, service string, side monitor.Side, since, until time.Time) ([]Point, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	since, until, err := s.window(since, until)
 	if err != nil {
 		return nil, err
@@ -299,6 +305,9 @@ type Stats struct {
 
 // Stats returns what was received since the given time.
 func (s *Store) Stats(ctx context.Context, since time.Time) (Stats, error) {
+	if ctx == nil {
+		return Stats{}, errNilContext
+	}
 	var st Stats
 	var last int64
 	err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(dropped), 0),

@@ -340,12 +340,19 @@ func kindUpdates() string {
 	return b.String()
 }
 
+// errNilContext is the error of a method given a nil context (the SQL
+// driver would panic on it).
+var errNilContext = errors.New("store: nil context.Context: pass context.Background()")
+
 // Add stores r: its rows are added to the rows of the minute its interval
 // is filed under (the minute of its middle). A report already stored (same
 // Application, Host, Seq and Start: a process re-sending after a lost
 // answer) is not added again, and neither is one that ended before the
 // retention. An invalid report (see Validate) is refused whole.
 func (s *Store) Add(ctx context.Context, r *monitor.Report) (Outcome, error) {
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	if s.opts.ReadOnly {
 		return 0, errors.New("store: read-only")
 	}
@@ -408,6 +415,9 @@ func (s *Store) Add(ctx context.Context, r *monitor.Report) (Outcome, error) {
 // Prune removes the rows and report records older than the retention and
 // returns how many rows of calls it removed.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	if s.opts.ReadOnly {
 		return 0, errors.New("store: read-only")
 	}

@@ -417,3 +417,22 @@ func FuzzHistFromWire(f *testing.F) {
 		_ = h.Quantile(99)
 	})
 }
+
+// Every method that takes a context says a nil one is an error; the SQL
+// driver panicked on it.
+func TestNilContextIsAnError(t *testing.T) {
+	s := open(t, t.TempDir(), &clock{t: t0})
+	var nilCtx context.Context // as a caller that forgot to set one
+	const want = "store: nil context.Context: pass context.Background()"
+	_, err := s.Add(nilCtx, shop(1, t0))
+	require.EqualError(t, err, want)
+	_, err = s.Query(nilCtx, Query{})
+	require.EqualError(t, err, want)
+	_, err = s.Series(nilCtx, svc, monitor.Consumer, t0, t0)
+	require.EqualError(t, err, want)
+	_, err = s.Stats(nilCtx, t0)
+	require.EqualError(t, err, want)
+	_, err = s.Prune(nilCtx)
+	require.EqualError(t, err, want)
+	require.Equal(t, Stored, add(t, s, shop(1, t0)), "still works")
+}
