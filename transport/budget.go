@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"container/heap"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -30,11 +31,11 @@ const smallFrame = 4 << 10
 // is read or allocated: when it does not fit, the connection stops reading
 // (the peer's writes wait in TCP) until frames held elsewhere are released,
 // so a frame never waits half read and nothing deadlocks on the budget.
-// A release wakes only the waiting connections whose frames now fit, in
-// the order they began to wait (a large frame is not overtaken by smaller
-// ones that began to wait after it; a frame that fits when its header is
-// read is read at once), with their frames charged already; the others
-// sleep on. A
+// A release wakes only the waiting connections whose frames now fit,
+// smallest frame first (equal ones in the order they began to wait), with
+// their frames charged already; the others sleep on. A waiting frame is
+// never stuck behind a larger one that does not fit, and a large one is
+// read once enough of the rest drains. A
 // connection that holds no frame at all may still read a frame of up to
 // 4 KiB while the budget is used up, so that callers with small calls
 // progress one call at a time while the connections that hold the memory
@@ -59,23 +60,49 @@ type Budget struct {
 	throttled atomic.Uint64
 	wakes     atomic.Uint64 // waiters woken with room granted (tests)
 
-	// The connections waiting for room, first come first served: a
-	// release wakes only those it makes room for, in order, with their
-	// frames charged already (grant), not every waiting connection (which
-	// made each release cost a wake-up per throttled connection).
-	mu         sync.Mutex
-	head, tail *budgetWaiter
+	// The connections waiting for room, smallest frame first: a release
+	// wakes only those it makes room for, with their frames charged
+	// already (grant), not every waiting connection (which made each
+	// release cost a wake-up per throttled connection).
+	mu    sync.Mutex
+	queue waitHeap
+	seq   uint64 // order of arrival, among equal frames
 }
 
 // budgetWaiter is a connection's place in its budget's queue (Conn.bw).
 // Its fields other than wake are guarded by the budget's mu.
 type budgetWaiter struct {
-	need       int64 // the frame's charge
-	small      bool  // the frame may be read once its connection holds nothing
-	queued     bool
-	granted    bool // need was charged for it, and it was taken off the queue
-	prev, next *budgetWaiter
-	wake       chan struct{} // 1 slot: signalled when taken off the queue by another
+	need    int64 // the frame's charge
+	small   bool  // the frame may be read once its connection holds nothing
+	queued  bool
+	granted bool // need was charged for it, and it was taken off the queue
+	seq     uint64
+	index   int           // in the queue
+	wake    chan struct{} // 1 slot: signalled when taken off the queue by another
+}
+
+// waitHeap orders waiters by need, then by arrival (container/heap).
+type waitHeap []*budgetWaiter
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	return h[i].need < h[j].need || h[i].need == h[j].need && h[i].seq < h[j].seq
+}
+func (h waitHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *waitHeap) Push(x any) {
+	w := x.(*budgetWaiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return w
 }
 
 // NewBudget returns a budget of limit bytes; limit <= 0 means
@@ -124,24 +151,22 @@ func (b *Budget) release(n int) {
 	}
 }
 
-// grant charges the frames of the waiters at the head of the queue, in
-// order, as long as they fit, and wakes them. b.mu is held.
+// grant charges the frames of the waiters that now fit, smallest first,
+// and wakes them: the first that does not fit ends it, since the others
+// are larger. b.mu is held.
 func (b *Budget) grant() {
-	for w := b.head; w != nil && b.tryTake(int(w.need)); w = b.head {
+	for len(b.queue) > 0 && b.tryTake(int(b.queue[0].need)) {
+		w := b.queue[0]
 		w.granted = true
 		b.unqueue(w)
 	}
 }
 
-// push queues w last. b.mu is held.
+// push queues w. b.mu is held.
 func (b *Budget) push(w *budgetWaiter) {
-	w.queued, w.prev, w.next = true, b.tail, nil
-	if b.tail != nil {
-		b.tail.next = w
-	} else {
-		b.head = w
-	}
-	b.tail = w
+	b.seq++
+	w.queued, w.seq = true, b.seq
+	heap.Push(&b.queue, w)
 }
 
 // unqueue takes w off the queue and wakes it. b.mu is held.
@@ -161,17 +186,8 @@ func (w *budgetWaiter) signal() {
 
 // remove takes w off the queue. b.mu is held.
 func (b *Budget) remove(w *budgetWaiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		b.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		b.tail = w.prev
-	}
-	w.queued, w.prev, w.next = false, nil, nil
+	heap.Remove(&b.queue, w.index)
+	w.queued = false
 }
 
 // wakeSmall wakes c's waiter if it waits for c to hold nothing (c's held
@@ -186,11 +202,11 @@ func (b *Budget) wakeSmall(c *Conn) {
 }
 
 // leave takes w off the queue without charging it; when it was first,
-// those behind it may fit now. b.mu is held.
+// the next may fit now. b.mu is held.
 func (b *Budget) leave(w *budgetWaiter) {
-	head := b.head == w
+	first := w.index == 0
 	b.remove(w)
-	if head {
+	if first {
 		b.grant()
 	}
 }
@@ -329,8 +345,8 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
-		case b.head == nil && b.tryTake(total):
-			// No one waits before it, and it fits.
+		case (len(b.queue) == 0 || w.need < b.queue[0].need) && b.tryTake(total):
+			// Smaller than every waiting frame, and it fits.
 			granted = true
 		default:
 			b.push(w)
