@@ -51,7 +51,10 @@ const (
 //   - answered (ErrServerBusy, ErrServiceNotFound, ErrBadRequest, ...): the
 //     provider replied with a non-OK status.
 var (
-	// ErrClosed is returned for calls on a client or connection that is closed.
+	// ErrClosed is returned for calls on a client or connection that is
+	// closed, and for a call whose context ended while the first
+	// connection to its provider was being dialled (protocol/dubbo: that
+	// error also wraps the context's, and says so).
 	ErrClosed = errors.New("connection closed")
 	// ErrDial is wrapped by errors from dialling a provider.
 	ErrDial = errors.New("dial failed")
