@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,6 +43,25 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
+// tcpWmemMax is the most the kernel lets a TCP socket's send buffer grow
+// to (the third field of net.ipv4.tcp_wmem), or 4 MiB when that cannot be
+// read (at most 16 MiB, so the flood stays under 50 MB).
+func tcpWmemMax() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		return 4 << 20
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 4 << 20
+	}
+	v, err := strconv.Atoi(f[2])
+	if err != nil || v < 4<<20 {
+		return 4 << 20
+	}
+	return min(v, 16<<20)
+}
+
 // rawRequests returns n two-way request frames with a one-byte body.
 func rawRequests(n int) []byte {
 	one := make([]byte, exchange.HeaderSize+1)
@@ -61,8 +83,9 @@ func rawRequests(n int) []byte {
 // Answers used to count only their bytes against MaxQueue while each kept
 // a whole pooled buffer and its Buffer: here 5.9 MiB were in use after the
 // flood with MaxQueue 1 MiB (transport's TestSmallFramesChargedWhole
-// measures the bound exactly). The 3.4 MB of answers do not fit in the
-// kernels' buffers behind a 32 KiB receive buffer, and a MaxQueue that
+// measures the bound exactly). The answers (three times the most a
+// send buffer may grow to) do not fit in the kernels' buffers behind a
+// 32 KiB receive buffer, and a MaxQueue that
 // counts each answer 1 KiB or more closes the flood after about a
 // thousand queued; counted by their 17 bytes, the answers all went out
 // and nothing closed it. (Now and then the kernels stall such a
@@ -77,7 +100,12 @@ func TestFloodWithoutReadingBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "before", got)
 
-	const n = 200_000 // 3.4 MB of answers
+	// More answers than the kernel can hold: the server's send buffer
+	// grows up to tcp_wmem's maximum (4 MiB here), and under load it took
+	// all of 200,000 answers (3.4 MB) once, so that nothing was left
+	// queued to close the connection for. Three times that maximum in
+	// answers of 17 bytes each.
+	n := 3 * tcpWmemMax() / (exchange.HeaderSize + 1)
 	flood := rawRequests(n)
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -103,6 +131,9 @@ func TestFloodWithoutReadingBounded(t *testing.T) {
 		t.Fatalf("the server did not close the connection that does not read its answers: %d answered, %d connections", h.n.Load()-1, s.Conns())
 	}
 	grown := int64(heapInUse()) - int64(before)
+	// The flood's own bytes were in the heap at before: kept alive to
+	// here, so that their collection does not hide what the server holds.
+	runtime.KeepAlive(flood)
 	t.Logf("%d requests sent, %d answered, flood closed %v: heap in use grew by %d KiB (MaxQueue %d KiB)",
 		n, h.n.Load()-1, s.Conns() == 1, grown>>10, maxQueue>>10)
 	require.Less(t, grown, int64(2*maxQueue+2<<20), "the answers queued for a peer that does not read")
