@@ -15,3 +15,6 @@ func sysProcAttr() *syscall.SysProcAttr {
 
 // processCPU is not known here.
 func processCPU(int) (time.Duration, bool) { return 0, false }
+
+// waitStopped cannot tell here; kill(SIGSTOP) is taken as done.
+func waitStopped(int, time.Duration) bool { return true }

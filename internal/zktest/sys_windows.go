@@ -31,3 +31,6 @@ func signalGroup(pid int, sig syscall.Signal) error {
 
 // processCPU is not known here.
 func processCPU(int) (time.Duration, bool) { return 0, false }
+
+// waitStopped: servers are not paused on Windows.
+func waitStopped(int, time.Duration) bool { return true }

@@ -468,7 +468,9 @@ func (s *Server) Stop() { s.signalAndWait(syscall.SIGTERM) }
 func (s *Server) Kill() { s.signalAndWait(syscall.SIGKILL) }
 
 // Pause freezes the server with SIGSTOP: it keeps its sockets but answers
-// nothing. Resume continues it. (Unix only: on Windows neither does anything.)
+// nothing. It returns once every thread of the server has stopped (on
+// Linux; kill returns before that, and meanwhile a thread could still
+// answer). Resume continues it. (Unix only: on Windows neither does anything.)
 func (s *Server) Pause() { s.signal(sigStop, true) }
 
 // Resume continues a paused server.
@@ -482,7 +484,13 @@ func (s *Server) signal(sig syscall.Signal, paused bool) {
 	}
 	_ = signalGroup(s.cmd.Process.Pid, sig)
 	s.paused = paused
+	if sig == sigStop && !waitStopped(s.cmd.Process.Pid, pauseWait) {
+		s.c.t.Logf("zktest: server %d (%s) not wholly stopped %v after SIGSTOP", s.ID, s.Addr, pauseWait)
+	}
 }
+
+// pauseWait bounds Pause's wait for every thread of the server to stop.
+const pauseWait = 10 * time.Second
 
 // WipeData deletes the server's data (snapshots and logs) but keeps its
 // myid, as if the disk had been lost. Call it while the server is stopped.
