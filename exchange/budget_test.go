@@ -142,20 +142,27 @@ func TestThrottledConnectionKeptAlive(t *testing.T) {
 
 	close(h.open)
 	require.NoError(t, <-held)
+	readAnswer(t, c, 7, "ok", "the answer after the wait")
+}
+
+// readAnswer reads from c, past heartbeats, the response of request id
+// and requires its body to be want; msg says what a failed read means.
+func readAnswer(t *testing.T, c net.Conn, id uint64, want, msg string) {
+	t.Helper()
 	for {
 		got := make([]byte, exchange.HeaderSize)
 		_, err := io.ReadFull(c, got)
-		require.NoError(t, err)
+		require.NoError(t, err, msg)
 		r, err := exchange.ParseHeader(got)
 		require.NoError(t, err)
 		if r.Event {
 			continue
 		}
-		require.Equal(t, uint64(7), r.ID)
-		ok := make([]byte, r.Length)
-		_, err = io.ReadFull(c, ok)
+		require.Equal(t, id, r.ID)
+		body := make([]byte, r.Length)
+		_, err = io.ReadFull(c, body)
 		require.NoError(t, err)
-		require.Equal(t, "ok", string(ok))
-		break
+		require.Equal(t, want, string(body))
+		return
 	}
 }

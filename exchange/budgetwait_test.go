@@ -53,20 +53,5 @@ func TestThrottledWaitIsNotIdleness(t *testing.T) {
 	time.Sleep(idle / 3)
 	_, err = c.Write(req[100<<10:])
 	require.NoError(t, err)
-	for {
-		got := make([]byte, exchange.HeaderSize)
-		_, err := io.ReadFull(c, got)
-		require.NoError(t, err, "closed as idle after its wait for memory")
-		r, err := exchange.ParseHeader(got)
-		require.NoError(t, err)
-		if r.Event {
-			continue
-		}
-		require.Equal(t, uint64(7), r.ID)
-		ok := make([]byte, r.Length)
-		_, err = io.ReadFull(c, ok)
-		require.NoError(t, err)
-		require.Equal(t, "ok", string(ok))
-		return
-	}
+	readAnswer(t, c, 7, "ok", "closed as idle after its wait for memory")
 }
