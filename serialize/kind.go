@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // TypeError is a msgpack decoding error where the input holds a value of
@@ -92,10 +93,10 @@ func (k *kindChecker) check(t reflect.Type, depth int) *TypeError {
 		return nil
 	}
 	c := k.data[k.p]
-	for t != nil && t.Kind() == reflect.Pointer && c != 0xc0 && !decodesItself(t) {
+	for t != nil && t.Kind() == reflect.Pointer && c != msgpcode.Nil && !decodesItself(t) {
 		t = t.Elem()
 	}
-	if t == nil || c == 0xc0 || t.Kind() == reflect.Interface || decodesItself(t) || isExt(c) {
+	if t == nil || c == msgpcode.Nil || t.Kind() == reflect.Interface || decodesItself(t) || msgpcode.IsExt(c) {
 		k.value(nil, depth)
 		return nil
 	}
@@ -155,13 +156,11 @@ func (k *kindChecker) check(t reflect.Type, depth int) *TypeError {
 func (k *kindChecker) header(c byte) int {
 	k.p++
 	switch {
-	case c >= 0x80 && c <= 0x8f:
+	case msgpcode.IsFixedMap(c), msgpcode.IsFixedArray(c):
 		return int(c & 0x0f)
-	case c >= 0x90 && c <= 0x9f:
-		return int(c & 0x0f)
-	case c == 0xdc || c == 0xde:
+	case c == msgpcode.Array16 || c == msgpcode.Map16:
 		return int(k.uint(2))
-	case c == 0xdd || c == 0xdf:
+	case c == msgpcode.Array32 || c == msgpcode.Map32:
 		return int(k.uint(4))
 	}
 	return 0
@@ -196,25 +195,23 @@ const (
 
 func kindOfCode(c byte) got {
 	switch {
-	case c <= 0x7f || c >= 0xe0 || (c >= 0xcc && c <= 0xd3):
+	case msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64):
 		return gotInt
-	case c == 0xc2 || c == 0xc3:
+	case c == msgpcode.False || c == msgpcode.True:
 		return gotBool
-	case c == 0xca || c == 0xcb:
+	case c == msgpcode.Float || c == msgpcode.Double:
 		return gotFloat
-	case c >= 0xa0 && c <= 0xbf, c >= 0xd9 && c <= 0xdb:
+	case msgpcode.IsString(c):
 		return gotString
-	case c >= 0xc4 && c <= 0xc6:
+	case msgpcode.IsBin(c):
 		return gotBytes
-	case c >= 0x90 && c <= 0x9f, c == 0xdc, c == 0xdd:
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
 		return gotArray
-	case c >= 0x80 && c <= 0x8f, c == 0xde, c == 0xdf:
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
 		return gotMap
 	}
 	return gotOther
 }
-
-func isExt(c byte) bool { return (c >= 0xc7 && c <= 0xc9) || (c >= 0xd4 && c <= 0xd8) }
 
 // takes reports whether msgpack/v5 decodes a value of kind g into t (a
 // type that is not a pointer, an interface or one that decodes itself).
