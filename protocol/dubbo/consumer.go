@@ -114,10 +114,23 @@ func alive(c *exchange.Client) bool {
 	}
 }
 
-func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
+// get returns the connection for a call, dialling it on the first call.
+// A call that has to wait for the first dial waits at most as long as its
+// own timeout t allows (and its context); waited is how long it waited,
+// which the call's timeout has then spent.
+func (c *lazyConn) get(ctx context.Context, t timeoutSetting) (cl *exchange.Client, waited time.Duration, err error) {
 	if cl := c.cur.Load(); alive(cl) {
-		return cl, nil
+		return cl, 0, nil
 	}
+	// The call's timeout runs from here: before this call may start the
+	// dial, so that the wait it measures is all the wait the call had.
+	start := time.Now()
+	cl, err = c.connect(ctx, t, start)
+	return cl, time.Since(start), err
+}
+
+// connect is get's slow path: no connection is up.
+func (c *lazyConn) connect(ctx context.Context, t timeoutSetting, start time.Time) (*exchange.Client, error) {
 	c.mu.Lock()
 	switch {
 	case c.closed:
@@ -146,12 +159,20 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	}
 	dialing := c.dialing
 	c.mu.Unlock()
-	start := time.Now()
+	var expired <-chan time.Time
+	if t.d > 0 {
+		timer := time.NewTimer(t.d - time.Since(start))
+		defer timer.Stop()
+		expired = timer.C
+	}
 	select {
 	case <-dialing:
 	case <-ctx.Done():
 		return nil, &connectWaitError{addr: c.addr, waited: time.Since(start),
 			dialTimeout: c.p.opts.DialTimeout, cause: ctx.Err()}
+	case <-expired:
+		return nil, &connectWaitError{addr: c.addr, waited: time.Since(start),
+			dialTimeout: c.p.opts.DialTimeout, cause: context.DeadlineExceeded, timeout: &t}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,6 +180,11 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	case c.closed:
 		return nil, status.ErrClosed
 	case alive(cl):
+		if waited := time.Since(start); t.d > 0 && waited >= t.d {
+			// Connected, but with none of the call's time left.
+			return nil, &connectWaitError{addr: c.addr, waited: waited,
+				dialTimeout: c.p.opts.DialTimeout, cause: context.DeadlineExceeded, timeout: &t}
+		}
 		return cl, nil
 	case c.down != nil:
 		return nil, c.down
@@ -166,23 +192,29 @@ func (c *lazyConn) get(ctx context.Context) (*exchange.Client, error) {
 	return nil, c.lost()
 }
 
-// connectWaitError is the error of a call whose context ended while it
-// waited for the first dial to a provider: the request was not sent, and
-// the dial goes on for the calls after it. It matches status.ErrClosed
-// (the "not sent" class, which protocol.Retryable and the cluster's
-// failover read) and the context's error (context.DeadlineExceeded or
-// context.Canceled), and says which address, how long the call waited and
-// how long the dial may take.
+// connectWaitError is the error of a call whose context ended, or whose
+// own timeout ran out, while it waited for the first dial to a provider:
+// the request was not sent, and the dial goes on for the calls after it.
+// It matches status.ErrClosed (the "not sent" class, which
+// protocol.Retryable and the cluster's failover read) and the context's
+// error (context.DeadlineExceeded or context.Canceled;
+// context.DeadlineExceeded for a timeout), and says which address, how
+// long the call waited, which setting ended the wait and how long the dial
+// may take.
 type connectWaitError struct {
 	addr        string
 	waited      time.Duration
 	dialTimeout time.Duration
-	cause       error // ctx.Err()
+	cause       error           // ctx.Err(), or context.DeadlineExceeded for a timeout
+	timeout     *timeoutSetting // the call's timeout, when that ended the wait
 }
 
 func (e *connectWaitError) Error() string {
 	what := "the call's deadline passed"
-	if !errors.Is(e.cause, context.DeadlineExceeded) {
+	switch {
+	case e.timeout != nil:
+		what = fmt.Sprintf("the call's timeout (%s, %s) ran out", e.timeout.d, e.timeout.src)
+	case !errors.Is(e.cause, context.DeadlineExceeded):
 		what = "the call was cancelled"
 	}
 	return fmt.Sprintf("dubbo: %s while connecting to %s (waited %s for the dial); the request was not sent "+
@@ -496,18 +528,22 @@ func (r *invoker) explain(err error, inv *protocol.Invocation, t timeoutSetting,
 	if errors.As(err, &te) {
 		te.Service, te.Method, te.Addr = r.url.Path, inv.Method, r.url.Address()
 		if te.Source == status.SourceUnknown {
-			te.Source = t.src
+			// The call's own timeout, which ran from before any wait
+			// for the connection: say all of it, not what the wait left.
+			te.Source, te.Timeout = t.src, t.d
 		}
 		return err
 	}
 	var se *status.Error
 	if errors.As(err, &se) && (se.Code == status.ServerTimeout || se.Code == status.ClientTimeout) {
-		src := t.src
+		// The setting's whole timeout, which the wait for the connection
+		// (if any) shortened: the provider was given sent, what was left.
+		src, d := t.src, t.d
 		if fromCtx {
-			src = status.SourceContext
+			src, d = status.SourceContext, sent
 		}
 		return &status.TimeoutError{Service: r.url.Path, Method: inv.Method, Addr: r.url.Address(),
-			Timeout: sent, Source: src, Side: status.Provider}
+			Timeout: d, Source: src, Side: status.Provider}
 	}
 	return err
 }
@@ -523,15 +559,16 @@ func (r *invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 	lc := r.pool.pick()
 	lc.inflight.Add(1)
 	defer lc.inflight.Add(-1)
-	cl, err := lc.get(ctx)
+	var rq outgoing
+	rq.t = r.methodTimeout(inv.Method)
+	cl, waited, err := lc.get(ctx, rq.t)
 	if err != nil {
 		return nil, err
 	}
-	var rq outgoing
-	if err := r.prepare(ctx, inv, &rq); err != nil {
+	if err := r.prepare(ctx, inv, &rq, waited); err != nil {
 		return nil, err
 	}
-	resp, err := cl.CallAt(ctx, rq.now, rq.t.d, r.ser.ID(), rq.f)
+	resp, err := cl.CallAt(ctx, rq.now, rq.left, r.ser.ID(), rq.f)
 	if err != nil {
 		return nil, r.explain(err, inv, rq.t, rq.sent, rq.fromCtx)
 	}
@@ -543,18 +580,23 @@ type outgoing struct {
 	f        *transport.Buffer
 	now      time.Time // the clock read for the deadline, or zero
 	t        timeoutSetting
+	left     time.Duration // what the wait for the connection left of t.d
 	sent     time.Duration // the timeout written into the request
 	fromCtx  bool          // sent is what the context's deadline left
 	reqBytes int
 }
 
 // prepare encodes inv into rq.f, with the call's timeout: the sooner of
-// the context's deadline and the URL's timeout for the method.
+// the context's deadline and what is left of rq.t, the URL's timeout for
+// the method, after the call waited for its connection.
 //
 //go:noinline
-func (r *invoker) prepare(ctx context.Context, inv *protocol.Invocation, rq *outgoing) error {
-	rq.t = r.methodTimeout(inv.Method)
-	rq.sent = rq.t.d
+func (r *invoker) prepare(ctx context.Context, inv *protocol.Invocation, rq *outgoing, waited time.Duration) error {
+	rq.left = rq.t.d
+	if waited > 0 && rq.t.d > 0 {
+		rq.left = max(rq.t.d-waited, time.Millisecond) // get ended the call when none was left
+	}
+	rq.sent = rq.left
 	if dl, ok := ctx.Deadline(); ok {
 		rq.now = exchange.Now() // read once, for the wire's timeout and the call's
 		if left := dl.Sub(rq.now); left < rq.sent {

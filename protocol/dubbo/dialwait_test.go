@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"regexp"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/cluster"
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/status"
@@ -126,22 +130,103 @@ func TestDeadlineDuringFirstDial(t *testing.T) {
 	require.Equal(t, 1, sp.connections(t), "one dial for every call")
 }
 
-// TestFirstDialNotBoundByCallTimeout: the first call to a provider waits
-// for the connection up to DialTimeout whatever its URL timeout (only a
-// context deadline ends that wait sooner, TestDeadlineDuringFirstDial):
-// with a 50 ms timeout and a peer that never completes the handshake, the
-// call ends when the dial does, "dial failed", not a timeout. The README's
-// "Errors and timeouts" says so.
-func TestFirstDialNotBoundByCallTimeout(t *testing.T) {
+// TestFirstDialBoundByCallTimeout: the call's own timeout (here the
+// reference's, 50 ms) bounds its wait for the first connection as it bounds
+// the rest of the call, whatever DialTimeout says: with a peer that never
+// completes the handshake the call ends after its timeout, not the dial's,
+// saying which setting ran out, to which address, and that the request was
+// not sent (status.ErrClosed: the failover tries another provider). The
+// dial goes on: a second call waits on the same dial, and the peer sees one
+// connection. The README's "Errors and timeouts" says so.
+func TestFirstDialBoundByCallTimeout(t *testing.T) {
+	ctx := testCtx(t) // longer than the timeout: the timeout, not ctx, must end the wait
 	sp := startSilentPeer(t)
 	u := protocol.NewURL("dubbo", "127.0.0.1", sp.l.Addr().(*net.TCPAddr).Port, "demo.Greeter",
-		map[string]string{protocol.KeyTimeout: "50"})
-	cli := newProtocol(t, &dubbo.Options{DialTimeout: 500 * time.Millisecond, ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}})
+		map[string]string{protocol.KeyTimeout: "50", protocol.KeyTimeoutSource: "reference"})
+	cli := newProtocol(t, &dubbo.Options{DialTimeout: testTimeout, ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}})
 	inv := refer(t, cli, u)
-	_, err := inv.Invoke(context.Background(), &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
-	require.ErrorIs(t, err, status.ErrDial)
-	require.NotErrorIs(t, err, status.ErrTimeout)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "the dial's own deadline: %v", err)
-	require.ErrorContains(t, err, "(not connected within the dial timeout 500ms, dubbo.Options.DialTimeout)")
-	require.Equal(t, 1, sp.connections(t))
+	for range 2 {
+		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+		require.NoError(t, ctx.Err(), "the call's timeout did not end its wait for the dial")
+		require.ErrorIs(t, err, status.ErrClosed)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, status.ErrDial, "the dial goes on")
+		require.NotErrorIs(t, err, status.ErrTimeout, "not sent, so not the class of a sent call that timed out")
+		require.True(t, protocol.Retryable(err))
+		require.Regexp(t, "^dubbo: the call's timeout \\(50ms, reference timeout\\) ran out while connecting to "+
+			regexp.QuoteMeta(sp.addr())+` \(waited [0-9.]+m?s for the dial\); the request was not sent \(the dial goes on, for up to the dial timeout 1m0s`,
+			err.Error())
+	}
+	require.Equal(t, 1, sp.connections(t), "one dial for both calls")
+}
+
+// gatedPeer forwards each connection it accepts to target once delay has
+// passed since the accept: a provider whose dial (a TLS handshake) takes at
+// least delay.
+func gatedPeer(t *testing.T, target string, delay time.Duration) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				select {
+				case <-time.After(delay): // the slow network this peer stands for
+				case <-quit:
+					return
+				}
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+				select {
+				case <-done:
+				case <-quit:
+				}
+				_ = c.Close()
+				_ = up.Close()
+				<-done
+			})
+		}
+	})
+	t.Cleanup(func() {
+		close(quit)
+		_ = l.Close()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// TestFirstDialSpendsCallTimeout: the wait for the first connection is
+// part of the call's timeout: a call whose dial took at least 300 ms sends
+// the provider what is left of its 60 s timeout, not all of it, and the
+// provider's method sees that deadline (at most 59.7 s away).
+func TestFirstDialSpendsCallTimeout(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	ctx := testCtx(t)
+	serverTLS, clientTLS := testcert.SelfSigned(t)
+	srv := newProtocol(t, &dubbo.Options{ServerTLS: serverTLS})
+	_, pu := export(t, srv, providerURL("demo.Greeter"))
+	host, port, err := net.SplitHostPort(gatedPeer(t, pu.Address(), delay))
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	u := protocol.NewURL("dubbo", host, portN, "demo.Greeter", map[string]string{protocol.KeyTimeout: testTimeoutMillis})
+	inv := refer(t, newProtocol(t, &dubbo.Options{ClientTLS: clientTLS}), u)
+
+	res, err := inv.Invoke(context.WithoutCancel(ctx), &protocol.Invocation{Method: "Deadline"})
+	require.NoError(t, err)
+	left := time.Duration(res.Value.(int64)) * time.Millisecond
+	require.Positive(t, left)
+	require.LessOrEqual(t, left, testTimeout-delay, "the provider was given the whole timeout after a wait of at least %v", delay)
 }
