@@ -354,7 +354,7 @@ func (c *Invoker) Invoke(ctx context.Context, inv *protocol.Invocation) (*protoc
 		return c.invokeStrategy(ctx, inv)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, c.explain(failoverFailed(inv, []error{err}))
+		return nil, c.explain(failoverStopped(inv, nil, err))
 	}
 	p, err := c.pick(inv, nil)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 // holds no list of tried providers or errors.
 func failover(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*protocol.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, failoverFailed(inv, []error{err})
+		return nil, failoverStopped(inv, nil, err)
 	}
 	p, err := c.pick(inv, nil)
 	if err != nil {
@@ -64,13 +64,11 @@ func failoverRetry(ctx context.Context, c *Invoker, inv *protocol.Invocation, p 
 	tried.Add(p)
 	for attempt := 1; attempt < attempts; attempt++ {
 		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
+			return nil, failoverStopped(inv, errs, err)
 		}
 		p, err := c.Pick(inv, tried)
 		if err != nil {
-			errs = append(errs, err)
-			break
+			return nil, failoverNoRetry(inv, errs, err)
 		}
 		res, err := c.Call(ctx, p, inv)
 		if err == nil {
@@ -107,9 +105,35 @@ func failoverAttempt(p protocol.Invoker, attempt int, err error) error {
 	return fmt.Errorf("attempt %d on %s: %w", attempt+1, p.URL().Address(), err)
 }
 
+// failoverFailed is the error of a failover whose attempts all failed,
+// errs holding one error per attempt.
+//
 //go:noinline
 func failoverFailed(inv *protocol.Invocation, errs []error) error {
 	return fmt.Errorf("cluster: failover %s.%s: %s failed: %w", serviceOf(inv), inv.Method, plural(len(errs), "attempt"), errors.Join(errs...))
+}
+
+// failoverStopped is the error of a failover that made no more attempts
+// because the call's context ended (ctxErr, its error, not an attempt),
+// after the attempts of errs.
+//
+//go:noinline
+func failoverStopped(inv *protocol.Invocation, errs []error, ctxErr error) error {
+	if len(errs) == 0 {
+		return fmt.Errorf("cluster: failover %s.%s: the call's context ended before the first attempt: %w",
+			serviceOf(inv), inv.Method, ctxErr)
+	}
+	return fmt.Errorf("cluster: failover %s.%s: the call's context ended (%w) after %s, which failed: %w",
+		serviceOf(inv), inv.Method, ctxErr, plural(len(errs), "attempt"), errors.Join(errs...))
+}
+
+// failoverNoRetry is the error of a failover that found no provider to
+// retry on (pickErr says why) after the attempts of errs.
+//
+//go:noinline
+func failoverNoRetry(inv *protocol.Invocation, errs []error, pickErr error) error {
+	return fmt.Errorf("cluster: failover %s.%s: %s failed, then no provider to retry on (%w): %w",
+		serviceOf(inv), inv.Method, plural(len(errs), "attempt"), pickErr, errors.Join(errs...))
 }
 
 // failfast makes one attempt and returns its error.
@@ -147,10 +171,9 @@ func broadcast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*prot
 	}
 	var errs []error
 	var last *protocol.Result
-	for _, p := range invokers {
+	for i, p := range invokers {
 		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
+			return nil, broadcastStopped(inv, err, i, len(invokers), errs)
 		}
 		res, err := c.Call(ctx, p, inv)
 		if err != nil {
@@ -163,6 +186,18 @@ func broadcast(ctx context.Context, c *Invoker, inv *protocol.Invocation) (*prot
 		return nil, fmt.Errorf("cluster: broadcast %s.%s: %d of %s failed: %w", serviceOf(inv), inv.Method, len(errs), plural(len(invokers), "provider"), errors.Join(errs...))
 	}
 	return last, nil
+}
+
+// broadcastStopped is the error of a broadcast whose context ended
+// (ctxErr) after it called called of n providers, errs holding the
+// failures among them: the context's end is not a provider's failure.
+func broadcastStopped(inv *protocol.Invocation, ctxErr error, called, n int, errs []error) error {
+	if len(errs) == 0 {
+		return fmt.Errorf("cluster: broadcast %s.%s: the call's context ended (%w) after calling %d of %s, none of which failed",
+			serviceOf(inv), inv.Method, ctxErr, called, plural(n, "provider"))
+	}
+	return fmt.Errorf("cluster: broadcast %s.%s: the call's context ended (%w) after calling %d of %s, %d of which failed: %w",
+		serviceOf(inv), inv.Method, ctxErr, called, plural(n, "provider"), len(errs), errors.Join(errs...))
 }
 
 // forking calls Forks providers at once and returns the first success,
