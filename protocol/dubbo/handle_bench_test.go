@@ -63,13 +63,16 @@ func BenchmarkProviderHandleBorrowed16K(b *testing.B) {
 // argument (service.Borrowed) costs the provider fewer allocations per
 // call than one that takes a []byte (one less: the copy), and less than
 // 1 KiB per call in all, its reply (the argument) included, where the
-// copy alone is 16 KiB.
+// copy alone is 16 KiB. The counts are means over many calls: under
+// -race sync.Pool drops objects at random, which moves a count by one or
+// so now and then, so that two whole counts (testing.AllocsPerRun) came
+// out equal in 8 of 300 runs at load ~12.
 func TestProviderHandleBorrowedAllocs(t *testing.T) {
 	arg := bytes.Repeat([]byte("p"), 16<<10)
 	owned := newHandleLoop(t, handleEchoBytes{}, arg, nil)
 	borrowed := newHandleLoop(t, handleEchoBorrowed{}, arg, nil)
 	perCall := func(f func()) (allocs, bytes float64) {
-		const runs = 200
+		const runs = 1000
 		f()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -84,9 +87,7 @@ func TestProviderHandleBorrowedAllocs(t *testing.T) {
 	t.Logf("per call: []byte %.1f allocations, %.0f bytes; Borrowed %.1f allocations, %.0f bytes", oa, ob, ba, bb)
 	require.GreaterOrEqual(t, ob, float64(16<<10), "a []byte argument is a copy")
 	require.Less(t, bb, float64(1<<10), "a Borrowed argument is no copy")
-	// Under -race sync.Pool drops objects at random: the counts move
-	// by one or so.
-	require.Less(t, testing.AllocsPerRun(200, borrowed), testing.AllocsPerRun(200, owned))
+	require.GreaterOrEqual(t, oa-ba, 0.5, "a Borrowed argument saves the copy's allocation")
 }
 
 func benchmarkProviderHandle(b *testing.B, impl, arg any) {
