@@ -24,8 +24,8 @@ func TestZooKeeperAddressFormsAsTheRegistryReadsThem(t *testing.T) {
 		require.NoError(t, err, a)
 	}
 	for a, why := range map[string]string{
-		"zookeeper://":         "names no server",
-		"zookeeper://h1:99999": "bad host",
+		"zookeeper://":         "names no server; write HOST:PORT, such as zookeeper://127.0.0.1:2181",
+		"zookeeper://h1:99999": "port 99999 is out of range (1-65535",
 		"zookeeper://u@h1:1":   "user:password",
 	} {
 		_, err := Parse(strings.NewReader(fmt.Sprintf("registries: {zk: {address: %q}}\n", a)))

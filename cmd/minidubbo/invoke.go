@@ -88,6 +88,10 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 		return usageErr(errors.New("-timeout must be positive"))
 	case registrySet && *direct != "":
 		return usageErr(errors.New("give -registry or -url, not both"))
+	case *direct == "":
+		if _, err := parseRegistryFlag(*regAddr, ", or -url host:port to call a provider without a registry"); err != nil {
+			return usageErr(err)
+		}
 	}
 	callArgs, err := parseArgs(*rawArgs)
 	if err != nil {

@@ -37,6 +37,22 @@ flags:
 // when -registry is not given.
 const defaultRegistry = "zookeeper://127.0.0.1:2181"
 
+// parseRegistryFlag reads the -registry flag of a command that needs a
+// ZooKeeper registry: an empty value or one ParseAddress refuses is an
+// error that names the flag and says what to write. also names another
+// way to give the command its providers (invoke's -url), or is empty.
+func parseRegistryFlag(addr, also string) (zookeeper.Address, error) {
+	if strings.TrimSpace(addr) == "" {
+		return zookeeper.Address{}, fmt.Errorf("-registry is empty: give a ZooKeeper address, such as -registry %s "+
+			"(leave -registry out for that one)%s", defaultRegistry, also)
+	}
+	a, err := zookeeper.ParseAddress(addr)
+	if err != nil {
+		return a, fmt.Errorf("-registry: %w", err)
+	}
+	return a, nil
+}
+
 type lsListing struct {
 	Services []lsService `json:"services"`
 }
@@ -89,7 +105,7 @@ func runLS(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	addr, err := zookeeper.ParseAddress(*regAddr)
+	addr, err := parseRegistryFlag(*regAddr, "")
 	if err != nil {
 		return usageErr(err)
 	}

@@ -338,7 +338,7 @@ func TestParseArgsNumbers(t *testing.T) {
 func TestLSUsageAndUnreachable(t *testing.T) {
 	_, errOut, code := runCLI(t, "ls", "-registry", "etcd://h:1")
 	assert.Equal(t, 2, code)
-	assert.Equal(t, `minidubbo ls: zookeeper registry: address "etcd://h:1": unknown scheme "etcd" (known: zk, zookeeper)`+"\n", errOut)
+	assert.Equal(t, `minidubbo ls: -registry: zookeeper registry: address "etcd://h:1": unknown scheme "etcd" (known: zk, zookeeper)`+"\n", errOut)
 	_, errOut, code = runCLI(t, "ls", "-timeout", "-1s")
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "minidubbo ls: -timeout must be positive\n", errOut)

@@ -19,8 +19,13 @@ func TestParseAddress(t *testing.T) {
 		{in: "zk://u:p@h1:1?backup=h2:2,h3:3&session=4000", servers: "h1:1,h2:2,h3:3", user: "u", pass: "p"},
 		{in: "zookeeper://h1:2181/?root=x", servers: "h1:2181"},
 		{in: "etcd://h1:2379", err: "unknown scheme"},
-		{in: "zookeeper://", err: "names no server"},
-		{in: "zookeeper://h1:99999", err: "bad host"},
+		{in: "zookeeper://", err: `address "zookeeper://" names no server; write HOST:PORT, such as zookeeper://127.0.0.1:2181`},
+		{in: "", err: `address "" names no server; write HOST:PORT, such as zookeeper://127.0.0.1:2181`},
+		{in: "zookeeper://h1:99999", err: `server "h1:99999": port 99999 is out of range (1-65535; ZooKeeper's is usually 2181)`},
+		{in: "zookeeper://h1:2181,h2:0", err: `server "h2:0": port 0 is out of range (1-65535`},
+		{in: "zookeeper://h1:21a1", err: `server "h1:21a1": port "21a1" is not a number; write HOST:PORT, such as zookeeper://127.0.0.1:2181`},
+		{in: "zookeeper://h1:", err: `server "h1:": no port after the colon (leave out the colon for the default port 2181)`},
+		{in: "zookeeper://:2181", err: `server ":2181": no host before the port; write HOST:PORT`},
 		{in: "zookeeper://u@h1:1", err: "user:password"},
 	} {
 		a, err := zookeeper.ParseAddress(tc.in)

@@ -324,15 +324,37 @@ func ParseAddress(address string) (Address, error) {
 			}
 			host, port = h, strconv.Itoa(DefaultPort)
 		}
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || host == "" {
-			return a, fmt.Errorf("zookeeper registry: address %q: bad host %q", address, h)
+		if err := checkHostPort(host, port); err != nil {
+			return a, fmt.Errorf("zookeeper registry: address %q: server %q: %w", address, h, err)
 		}
 		a.Servers = append(a.Servers, net.JoinHostPort(host, port))
 	}
 	if len(a.Servers) == 0 {
-		return a, fmt.Errorf("zookeeper registry: address %q names no server", address)
+		return a, fmt.Errorf("zookeeper registry: address %q names no server; %s", address, addressExample)
 	}
 	return a, nil
+}
+
+// addressExample is what an address that names no server, or a bad one, is
+// told to look like.
+const addressExample = "write HOST:PORT, such as zookeeper://127.0.0.1:2181 " +
+	"(an ensemble: zookeeper://h1:2181,h2:2181,h3:2181)"
+
+// checkHostPort says what is wrong with one server of an address.
+func checkHostPort(host, port string) error {
+	if host == "" {
+		return fmt.Errorf("no host before the port; %s", addressExample)
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case err != nil && port == "":
+		return fmt.Errorf("no port after the colon (leave out the colon for the default port %d); %s", DefaultPort, addressExample)
+	case err != nil:
+		return fmt.Errorf("port %q is not a number; %s", port, addressExample)
+	case n < 1 || n > 65535:
+		return fmt.Errorf("port %d is out of range (1-65535; ZooKeeper's is usually %d)", n, DefaultPort)
+	}
+	return nil
 }
 
 // Open is the registry.Factory of the zookeeper and zk schemes: New with
