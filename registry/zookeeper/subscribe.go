@@ -128,6 +128,27 @@ func (r *Registry) allRefused() bool {
 	return r.refusedRun > len(r.servers)
 }
 
+// servingFromCache says that a subscription gets its providers from the
+// cache file for want of a session: at WARN for the first one of an outage
+// (a consumer working from lists that may be stale should be seen by
+// default), at INFO for the others, so that many references do not repeat
+// it.
+func (r *Registry) servingFromCache(key string, providers int) {
+	r.mu.Lock()
+	first := !r.cacheWarned
+	r.cacheWarned = true
+	r.mu.Unlock()
+	fields := []zap.Field{zap.String("address", r.address), zap.String("service", key),
+		zap.Int("providers", providers), zap.String("cache", r.cache.Path())}
+	if !first {
+		r.log.Info("zookeeper: no session; serving providers from the cache", fields...)
+		return
+	}
+	r.log.Warn("zookeeper: no session; serving providers from the cache (the last lists seen, which may be stale: "+
+		"is ZooKeeper running at the registry's address? Lists update once a session comes; "+
+		"later services served from the cache in this outage are logged at INFO)", fields...)
+}
+
 // testHookEmptyHeld, when set (tests), is called with how much longer an
 // empty provider list is held back (see peerRecovery).
 var testHookEmptyHeld func(wait time.Duration)
@@ -151,8 +172,7 @@ func (r *Registry) watchProviders(s *sub) {
 	}
 	if _, _, _, up := r.ready(); !up {
 		if urls, ok := r.cache.Load(s.key); ok {
-			r.log.Info("zookeeper: no session; serving providers from the cache",
-				zap.String("service", s.key), zap.Int("providers", len(urls)))
+			r.servingFromCache(s.key, len(urls))
 			notify(registry.Filter(s.consumer, urls))
 		}
 	}

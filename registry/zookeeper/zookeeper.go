@@ -87,6 +87,9 @@ type Registry struct {
 	lostAt     time.Time // when the session was last lost (or start)
 	answeredAt time.Time // first TCP connect since lostAt (zero: none)
 	refusedRun int       // dial attempts in a row that did not connect
+	// cacheWarned: a subscription was served from the cache since the
+	// session was last up (the warning is said once per outage).
+	cacheWarned bool
 	// handshakeEOFs counts session handshakes closed by a server in a row
 	// (see watchdog); probedAt is when the servers were last asked.
 	handshakeEOFs int
@@ -446,6 +449,7 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		sid := r.conn.SessionID()
 		if !r.hasSession {
 			kick = true
+			r.cacheWarned = false // the outage, if any, is over
 		}
 		if !r.hasSession && sid == r.sessionID {
 			r.log.Info("zookeeper reconnected; session kept", zap.String("address", r.address), zap.Int64("session", sid),
