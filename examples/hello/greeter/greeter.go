@@ -58,16 +58,21 @@ func (s *Service) SayHello(ctx context.Context, name string) (*Reply, error) {
 	return r, nil
 }
 
-// RegistryHint adds what to do to err when it says the registry at
-// address did not answer (config.ErrRegistryUnreachable), or that it
-// lists no provider (cluster.ErrNoProvider); other errors are returned as
-// they are.
+// RegistryHint puts what to do, in the example's own terms (its
+// -registry flag, make zk-start), before err when err says the registry at
+// address did not answer (config.ErrRegistryUnreachable) or that it lists
+// no provider (cluster.ErrNoProvider): config's error, which follows on
+// the next line, speaks of YAML keys the example's user never wrote.
+// Other errors are returned as they are. The result wraps err.
 func RegistryHint(err error, address string) error {
 	switch {
 	case errors.Is(err, config.ErrRegistryUnreachable):
-		return fmt.Errorf("%w\n(is ZooKeeper running at %s? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)", err, address)
+		return fmt.Errorf("the registry at %s did not answer: is ZooKeeper running there? "+
+			"(in the minidubbo directory, make zk-start starts one on 127.0.0.1:2181; "+
+			"for one elsewhere, give -registry zookeeper://HOST:PORT)\n%w", address, err)
 	case errors.Is(err, cluster.ErrNoProvider):
-		return fmt.Errorf("%w\n(start a provider first: go run ./examples/hello/provider -registry %s)", err, address)
+		return fmt.Errorf("no provider of %s in the registry at %s: start one first "+
+			"(go run ./examples/hello/provider -registry %s)\n%w", Interface, address, address, err)
 	}
 	return err
 }
