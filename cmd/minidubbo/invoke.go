@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,7 +94,13 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 		if _, err := parseRegistryFlag(*regAddr, ", or -url host:port to call a provider without a registry"); err != nil {
 			return usageErr(err)
 		}
+	default:
+		if err := checkURLFlag(*direct); err != nil {
+			return usageErr(err)
+		}
 	}
+	argsSet := false
+	fs.Visit(func(f *flag.Flag) { argsSet = argsSet || f.Name == "args" })
 	callArgs, err := parseArgs(*rawArgs)
 	if err != nil {
 		return usageErr(fmt.Errorf("-args: %w", err))
@@ -142,6 +150,13 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 
 	fail := func(err error) int {
 		switch {
+		case *direct != "" && errors.Is(err, status.ErrDial) && !errors.Is(err, dubbo.ErrTLSRequired):
+			err = fmt.Errorf("%w\n(is a provider running there? -url takes the host:port it serves on)", err)
+		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "no service "):
+			err = fmt.Errorf("%w\n(this call asked for %s; give -version and -group as the provider exported it%s)",
+				err, askedFor(*iface, *version, *group), lsHint(*direct, *iface))
+		case errors.Is(err, status.ErrBadRequest) && !argsSet && strings.Contains(err.Error(), "got 0"):
+			err = fmt.Errorf("%w\n(no -args were given: the arguments go in a JSON array, such as -args '[\"world\"]')", err)
 		case errors.Is(err, dubbo.ErrTLSRequired):
 			err = fmt.Errorf("%w\n(give -tls, or -tls-ca with the CA file that signed the provider's certificate)", err)
 		case errors.Is(err, dubbo.ErrClientCertRequired):
@@ -332,4 +347,65 @@ func nearestService(regAddr, iface string, timeout time.Duration) string {
 		return ""
 	}
 	return named.DidYouMean(iface, known)
+}
+
+// checkURLFlag checks invoke's -url: providers as host:port (or
+// dubbo://host:port), separated by commas. It says what is wrong with the
+// first bad one and what to write.
+func checkURLFlag(s string) error {
+	const write = "write host:port[,host:port...], such as -url 127.0.0.1:20880"
+	for h := range strings.SplitSeq(s, ",") {
+		h = strings.TrimSpace(h)
+		rest := h
+		if scheme, after, ok := strings.Cut(h, "://"); ok {
+			if scheme != "dubbo" {
+				return fmt.Errorf("-url %q: unknown scheme %q (known: dubbo); %s", h, scheme, write)
+			}
+			rest = after
+		}
+		rest, _, _ = strings.Cut(rest, "?")
+		rest, _, _ = strings.Cut(rest, "/")
+		if rest == "" {
+			return fmt.Errorf("-url %q names no provider; %s", s, write)
+		}
+		if _, err := strconv.Atoi(rest); err == nil {
+			return fmt.Errorf("-url %q is a port alone; write host:port, such as -url 127.0.0.1:%s", h, rest)
+		}
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil {
+			return fmt.Errorf("-url %q is not host:port (%v); %s", h, err, write)
+		}
+		n, err := strconv.Atoi(port)
+		switch {
+		case host == "":
+			return fmt.Errorf("-url %q: no host before the port; write host:port, such as -url 127.0.0.1:%s", h, port)
+		case err != nil:
+			return fmt.Errorf("-url %q: port %q is not a number; %s", h, port, write)
+		case n < 1 || n > 65535:
+			return fmt.Errorf("-url %q: port %d is out of range (1-65535)", h, n)
+		}
+	}
+	return nil
+}
+
+// askedFor names the service a call asked for, version and group
+// included, as a provider tells services apart.
+func askedFor(iface, version, group string) string {
+	v, g := "no version", "no group"
+	if version != "" {
+		v = "version " + strconv.Quote(version)
+	}
+	if group != "" {
+		g = "group " + strconv.Quote(group)
+	}
+	return fmt.Sprintf("%s with %s and %s", iface, v, g)
+}
+
+// lsHint says where to read a service's version and group: the registry
+// (minidubbo ls), unless the call went without one.
+func lsHint(direct, iface string) string {
+	if direct != "" {
+		return ""
+	}
+	return "; minidubbo ls -service " + iface + " prints them"
 }
