@@ -37,7 +37,9 @@ func TestInvokeURLFlagErrors(t *testing.T) {
 
 type hintGreeter struct{}
 
-func (hintGreeter) SayHello(_ context.Context, name string) (string, error) { return "hello " + name, nil }
+func (hintGreeter) SayHello(_ context.Context, name string) (string, error) {
+	return "hello " + name, nil
+}
 
 // TestInvokeDirectHints: a direct call (-url) that fails in a way a
 // newcomer meets says what to do on the next line: a service asked for
