@@ -25,7 +25,9 @@
 // connections hold its memory budget (Options.MaxMemory, 256 MiB by
 // default): a connection whose next request does not fit is not read
 // until memory is released (Server.Throttled), except that one holding
-// nothing may still send a request of up to 4 KiB. status.ServerBusy
+// nothing may still send a request of up to 4 KiB; meanwhile peers far
+// behind in sending a request, or taking none of their answers, are
+// closed to get memory back (Server.Reclaimed). status.ServerBusy
 // answers only a limit set on purpose (Options.MaxConcurrent). Shutdown
 // tells the clients that the server is
 // going away (Client.ReadOnly), waits for the requests in progress until

@@ -109,7 +109,10 @@ type Options struct {
 	// fit until memory is released, as when Queue is full: calls wait,
 	// nothing is refused (Server.Throttled counts the stops). A
 	// connection that holds nothing may still send a request of up to
-	// 4 KiB. Clients have no such budget.
+	// 4 KiB. While connections wait, a peer far behind in sending a
+	// request and one that takes none of its answers for FrameTimeout
+	// are closed to get memory back (Server.Reclaimed). Clients have no
+	// such budget.
 	MaxMemory int
 	// Budget, when set, is a memory budget shared with other Servers
 	// (transport.Options.Budget); MaxMemory is then not used.

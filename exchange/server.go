@@ -296,6 +296,11 @@ func (s *Server) Refused() uint64 { return s.ts.Refused() }
 // connection because its memory budget (Options.MaxMemory) was used up.
 func (s *Server) Throttled() uint64 { return s.ts.Throttled() }
 
+// Reclaimed returns how many of the server's connections its memory
+// budget closed to get memory back while others waited for it (see
+// transport.Budget.Reclaimed).
+func (s *Server) Reclaimed() uint64 { return s.ts.Reclaimed() }
+
 // Budget returns the memory budget the server's connections are charged
 // to: Options.Budget, or the server's own of Options.MaxMemory bytes.
 // Its Used is what their frames hold now.

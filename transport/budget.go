@@ -42,15 +42,26 @@ const smallFrame = 4 << 10
 // wait. Frames queued to write are charged and never wait (a worker must
 // be able to answer): they go over the limit, and the connections wait to
 // read until they are written. A frame larger than the whole budget is
-// refused (ErrFrameTooLarge) and its connection closed. Since a frame is
-// charged whole from its header on, a peer that declares a large frame
-// and sends it slowly holds that much of the budget until the frame is
-// read or FrameTimeout cuts it off.
+// refused (ErrFrameTooLarge) and its connection closed.
+//
+// While connections wait for room, the budget closes the connections
+// that hold memory without their peers doing their part, and counts them
+// (Reclaimed): a frame in progress far behind the pace its FrameTimeout
+// implies (its declared length per FrameTimeout, after a tenth of
+// FrameTimeout, with 64 KiB of slack: a frame is charged whole from its
+// header on, so a peer that declared large frames and sent little would
+// otherwise hold that much until FrameTimeout, for the price of a
+// header), closed with ErrSlowFrame; and a connection with answers queued
+// whose peer took none of them for FrameTimeout, the one holding the
+// most first, and more while the first waiting frame still would not
+// fit, closed with ErrSlowPeer (a peer that never reads, and a client
+// that writes a batch of requests before it reads any answer, whose next
+// request would otherwise wait for ever for its own answers to be
+// written). It looks every twentieth of the shortest FrameTimeout, and
+// only while connections wait.
 //
 // So the memory held stays under the limit, plus what answers queued
 // while it was reached, plus up to 4 KiB and an answer per connection.
-// A peer that never reads holds its answers until MaxQueue closes it;
-// its requests are not read once the budget is used up.
 //
 // A Budget is safe for concurrent use.
 type Budget struct {
@@ -59,6 +70,11 @@ type Budget struct {
 	waiters   atomic.Int32 // connections in budgetWait
 	throttled atomic.Uint64
 	wakes     atomic.Uint64 // waiters woken with room granted (tests)
+	reclaimed atomic.Uint64
+
+	// The reclaimer's state (reclaim.go).
+	cmu sync.Mutex
+	rc  reclaimer
 
 	// The connections waiting for room, smallest frame first: a release
 	// wakes only those it makes room for, with their frames charged
@@ -371,6 +387,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 				c.throttles.Add(1)
 			}
 			c.waiting.Store(true)
+			b.arm()
 		}
 		select {
 		case <-w.wake:

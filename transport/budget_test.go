@@ -15,6 +15,13 @@ import (
 	"github.com/minidubbo/minidubbo/transport"
 )
 
+// stallTimeout is the FrameTimeout of the tests whose peers stall in
+// frames, or do not read, on purpose: while connections wait for memory,
+// the budget closes a peer far behind the pace of its frame only after a
+// tenth of it, and one that takes none of its answers after all of it
+// (reclaim.go, TestReclaim...).
+const stallTimeout = 10 * time.Minute
+
 // header returns the header of a frame whose body is n bytes.
 func header(id uint64, n int) []byte {
 	h := frame(id, "").B
@@ -42,7 +49,7 @@ func TestBudgetBoundsPartialFrames(t *testing.T) {
 		body  = 512 << 10
 		limit = 8 << 20
 	)
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: limit, MaxPayload: 1 << 20})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	require.Equal(t, limit, b.Limit())
 	polite, err := net.Dial("tcp", addr)
@@ -153,6 +160,8 @@ func (l smallSends) Accept() (net.Conn, error) {
 // plus one answer and one request per connection, where each connection
 // would otherwise queue its answers up to MaxQueue (1.1 GiB held in all
 // here without the budget). A polite peer is answered meanwhile.
+// (FrameTimeout is long here: the peers that took none of their answers
+// for it would be closed; TestReclaimLargestNonReader.)
 func TestBudgetBoundsFloodWithoutReading(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods 50 connections")
@@ -162,7 +171,7 @@ func TestBudgetBoundsFloodWithoutReading(t *testing.T) {
 		calls = 400
 		limit = 4 << 20
 	)
-	s := transport.NewServer(bigAnswers{}, &transport.Options{MaxMemory: limit, MaxPayload: 1 << 20})
+	s := transport.NewServer(bigAnswers{}, &transport.Options{MaxMemory: limit, MaxPayload: 1 << 20, FrameTimeout: stallTimeout})
 	l, err := transport.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan struct{})
@@ -255,7 +264,7 @@ func TestBudgetLimits(t *testing.T) {
 // and gets once the first peer is gone.
 func TestBudgetShared(t *testing.T) {
 	shared := transport.NewBudget(1 << 20)
-	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: time.Minute})
+	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: stallTimeout})
 	require.Zero(t, shared.Used())
 	sb, addrB := serve(t, echoHandler{}, &transport.Options{Budget: shared})
 	require.Same(t, shared, sa.Budget())

@@ -46,7 +46,7 @@ func TestThrottledFrameGetsItsFrameTimeout(t *testing.T) {
 	ctx := testCtx(t)
 	const frameTimeout = 500 * time.Millisecond
 	shared := transport.NewBudget(1 << 20)
-	_, stallAddr := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: time.Minute})
+	_, stallAddr := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: stallTimeout})
 	h := holdFirst{held: make(chan *transport.Buffer, 1), closed: make(chan error, 1)}
 	s, addr := serve(t, h, &transport.Options{Budget: shared, FrameTimeout: frameTimeout})
 
@@ -111,7 +111,7 @@ func TestBudgetWakesOnlyWhoFits(t *testing.T) {
 		body    = 512 << 10
 		limit   = 8 << 20
 	)
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: limit, MaxPayload: 1 << 20})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	fit := limit / (transport.HeaderSize + body)
 	start := append(header(1, body), make([]byte, 1000)...)
@@ -185,7 +185,7 @@ func TestBudgetWakesOnlyWhoFits(t *testing.T) {
 func TestBudgetWaitersNotStuckBehindLarger(t *testing.T) {
 	ctx := testCtx(t)
 	h := newRecorder(false)
-	s, addr := serve(t, h, &transport.Options{FrameTimeout: time.Minute, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
+	s, addr := serve(t, h, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
 	b := s.Budget()
 	dial := func(id uint64, body int, whole bool) net.Conn {
 		c, err := net.Dial("tcp", addr)
@@ -228,7 +228,7 @@ func TestBudgetWaitersNotStuckBehindLarger(t *testing.T) {
 // just granted room. Every one that stays gets its echo (a waiter that
 // leaves lets those behind it in), and the budget returns to zero.
 func TestBudgetWaitersChurn(t *testing.T) {
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: time.Minute, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
 	b := s.Budget()
 	var wg sync.WaitGroup
 	errs := make(chan error, 60)

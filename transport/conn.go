@@ -135,6 +135,19 @@ type Conn struct {
 	// waits there with a frame it may read once it holds nothing.
 	bw        budgetWaiter
 	smallWait atomic.Bool
+	// reclaims counts, for the Server, the connections its budget
+	// closed to get memory back (reclaim.go). partAt (monoNow; 0: none)
+	// is when the frame in progress, of a partSize-byte body of which
+	// arrived bytes were read, was charged, while its body is read from
+	// the network; progress (under mu) counts the writes that took frames
+	// off the queue. seenProgress and seenAt are the reclaimer's own.
+	reclaims     *atomic.Uint64
+	partAt       atomic.Int64
+	partSize     atomic.Int64
+	arrived      atomic.Int64
+	progress     uint64
+	seenProgress uint64
+	seenAt       int64
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -142,20 +155,21 @@ type Conn struct {
 // Options.Validate) close the connection at once with the error.
 func NewConn(nc net.Conn, h Handler, opts *Options) *Conn {
 	o := opts.withDefaults()
-	c := newConn(nc, h, &o, nil, nil)
+	c := newConn(nc, h, &o, nil, nil, nil)
 	if err := opts.Validate(); err != nil {
 		c.Abort(err)
 	}
 	return c
 }
 
-func newConn(nc net.Conn, h Handler, o *Options, b *Budget, throttles *atomic.Uint64) *Conn {
+func newConn(nc net.Conn, h Handler, o *Options, b *Budget, throttles, reclaims *atomic.Uint64) *Conn {
 	c := &Conn{
 		nc:         nc,
 		h:          h,
 		opts:       o,
 		budget:     b,
 		throttles:  throttles,
+		reclaims:   reclaims,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -167,6 +181,9 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, throttles *atomic.Ui
 	}
 	c.rd = newReader(nc)
 	c.lastRead.Store(monoNow())
+	if b != nil {
+		b.register(c)
+	}
 	c.wg.Add(1) // the reading role: see readOn
 	go c.readLoop()
 	c.wg.Go(c.writeLoop)
@@ -203,7 +220,7 @@ func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, er
 		}
 		nc = tc
 	}
-	return newConn(nc, h, &o, nil, nil), nil
+	return newConn(nc, h, &o, nil, nil, nil), nil
 }
 
 // LocalAddr returns the local network address.
@@ -400,6 +417,7 @@ func (c *Conn) writeLater() {
 	c.mu.Lock()
 	c.writing = false
 	c.queued -= taken - left
+	c.progress++
 	if c.space != nil {
 		close(c.space)
 		c.space = nil
@@ -604,11 +622,12 @@ func (c *Conn) Abort(err error) {
 	c.shutdown(err, false)
 }
 
-func (c *Conn) shutdown(err error, graceful bool) {
+// shutdown reports whether err is the connection's error (the first).
+func (c *Conn) shutdown(err error, graceful bool) bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.err = err
 	c.graceful = graceful
@@ -620,6 +639,7 @@ func (c *Conn) shutdown(err error, graceful bool) {
 	} else {
 		c.nc.Close()
 	}
+	return true
 }
 
 // readState is the read loop's state, which moves with the reading role
@@ -650,6 +670,9 @@ type readState struct {
 	laterN   int
 	split    bool
 	frameLen int
+	// paced: the frame's body is read from the network, and its pace
+	// watched (Conn.partAt).
+	paced bool
 }
 
 // errDetached ends a read loop whose Handler.Serve called Detach.
@@ -780,6 +803,9 @@ func (c *Conn) readOn() bool {
 	c.shutdown(err, false)
 	<-c.writerDone
 	c.nc.Close()
+	if c.budget != nil {
+		c.budget.unregister(c)
+	}
 	c.h.Closed(c, c.Err())
 	c.wg.Done() // the reading role ends
 	return false
@@ -856,7 +882,10 @@ func (c *Conn) readHeader(k int) error {
 // declares (checked against MaxPayload).
 func (c *Conn) readFrameBody(f *Buffer) error {
 	n := int(binary.BigEndian.Uint32(f.B[12:HeaderSize]))
-	err := readBody(c.rs.br, c.rd, f, n-(len(f.B)-HeaderSize))
+	err := readBody(c.rs.br, c.rd, f, n-(len(f.B)-HeaderSize), c.arrivedOf())
+	if c.rs.paced && !c.stopped(err) {
+		c.paceEnd()
+	}
 	if err == nil {
 		if f.acct != nil && cap(f.B) > f.owed {
 			c.topUp(f)
@@ -1009,6 +1038,9 @@ func (c *Conn) frameOf() (*Buffer, error) {
 			}
 			return nil, err
 		}
+		if f != nil {
+			c.paceStart(n)
+		}
 	}
 	if f == nil {
 		// As readBody would grow it: a declared length gets at most
@@ -1082,7 +1114,9 @@ func putWriter(bw *bufio.Writer) {
 // body of B bytes costs about 4/3 × B in allocations. Once br's buffered
 // bytes are taken, a remainder of directRead bytes or more is read from nc
 // straight into f rather than through br (one copy less).
-func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
+//
+// arrived, when not nil, counts the bytes read as they come.
+func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int, arrived *atomic.Int64) error {
 	for n > 0 {
 		chunk := min(n, max(3*len(f.B), readStep))
 		f.B = growExact(f.B, len(f.B)+chunk)
@@ -1092,12 +1126,15 @@ func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
 		if b := br.Buffered(); b > 0 && len(p) >= directRead {
 			k, _ := br.Read(p[:min(b, len(p))]) // buffered bytes: no error
 			p = p[k:]
+			if arrived != nil {
+				arrived.Add(int64(k))
+			}
 		}
 		var r io.Reader = br
 		if br.Buffered() == 0 && len(p) >= directRead {
 			r = nc
 		}
-		if k, err := io.ReadFull(r, p); err != nil {
+		if k, err := readFull(r, p, arrived); err != nil {
 			// f keeps what arrived, for a frame finished later
 			// (Interrupt).
 			f.B = f.B[:len(f.B)-len(p)+k]
@@ -1109,6 +1146,30 @@ func readBody(br *bufio.Reader, nc io.Reader, f *Buffer, n int) error {
 		n -= chunk
 	}
 	return nil
+}
+
+// readFull is io.ReadFull that counts in arrived (when not nil) the
+// bytes of each read as it returns.
+func readFull(r io.Reader, p []byte, arrived *atomic.Int64) (int, error) {
+	if arrived == nil {
+		return io.ReadFull(r, p)
+	}
+	n := 0
+	for n < len(p) {
+		k, err := r.Read(p[n:])
+		n += k
+		arrived.Add(int64(k))
+		if err != nil {
+			if n == len(p) {
+				return n, nil
+			}
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // directRead is the size from which a body's remainder bypasses the read
@@ -1260,6 +1321,7 @@ func (c *Conn) writeQueued(bw *bufio.Writer, batch *[]*Buffer) error {
 func (c *Conn) dequeued(n int) {
 	c.mu.Lock()
 	c.queued -= n
+	c.progress++
 	if c.space != nil {
 		close(c.space)
 		c.space = nil

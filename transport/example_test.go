@@ -76,20 +76,21 @@ func Example() {
 
 // Two servers of one process share a memory budget: the frames of both
 // servers' connections count against one limit, and each server counts
-// the times it stopped reading a connection for room (Throttled).
+// the times it stopped reading a connection for room (Throttled) and the
+// connections its budget closed to get memory back (Reclaimed).
 func ExampleBudget() {
 	budget := transport.NewBudget(64 << 20)
 	opts := &transport.Options{Budget: budget, MaxPayload: 1 << 20}
 	a := transport.NewServer(upper{}, opts)
 	b := transport.NewServer(upper{}, opts)
 	fmt.Println(a.Budget() == budget, b.Budget() == budget, budget.Limit()>>20, "MiB")
-	fmt.Println("held:", budget.Used(), "throttled:", a.Throttled()+b.Throttled())
+	fmt.Println("held:", budget.Used(), "throttled:", a.Throttled()+b.Throttled(), "reclaimed:", budget.Reclaimed())
 
 	// Without a shared Budget, each server has its own of MaxMemory bytes
 	// (by default 256 MiB, or twice MaxPayload when more).
 	fmt.Println(transport.NewServer(upper{}, nil).Budget().Limit()>>20, "MiB")
 	// Output:
 	// true true 64 MiB
-	// held: 0 throttled: 0
+	// held: 0 throttled: 0 reclaimed: 0
 	// 256 MiB
 }

@@ -73,8 +73,11 @@ type Options struct {
 	// connections hold together, read and not yet released or queued and
 	// not yet written (default DefaultMaxMemory, 256 MiB, or twice
 	// MaxPayload when that is more). When it is used up the Server stops
-	// reading the connections that hold frames until memory is released:
-	// their peers' writes wait in TCP, nothing is refused; see Budget.
+	// reading the connections whose next frame does not fit until memory
+	// is released: their peers' writes wait in TCP, nothing is refused.
+	// Meanwhile it closes the peers that hold memory without doing their
+	// part (a frame far behind its pace, answers not taken for
+	// FrameTimeout: Server.Reclaimed); see Budget.
 	// Connections made with Dial or NewConn have no budget.
 	MaxMemory int
 	// Budget, when set, is the memory budget a Server charges instead of

@@ -30,6 +30,7 @@ type Server struct {
 	failedTLS atomic.Uint64
 	budget    *Budget
 	throttled atomic.Uint64
+	reclaimed atomic.Uint64
 }
 
 // Budget returns the memory budget the server's connections are charged
@@ -40,6 +41,12 @@ func (s *Server) Budget() *Budget { return s.budget }
 // stopped reading because the memory budget was used up
 // (Options.MaxMemory).
 func (s *Server) Throttled() uint64 { return s.throttled.Load() }
+
+// Reclaimed returns how many of the server's connections its memory
+// budget closed to get memory back while others waited for it (see
+// Budget.Reclaimed): peers far behind in sending a frame, and peers that
+// took none of their answers for FrameTimeout.
+func (s *Server) Reclaimed() uint64 { return s.reclaimed.Load() }
 
 // Refused returns how many connections were closed at once because
 // Options.MaxConns were open.
@@ -194,7 +201,7 @@ func (s *Server) add(nc net.Conn, admitted bool) {
 		return
 	}
 	s.wg.Add(1)
-	c := newConn(nc, serverHandler{s}, &s.opts, s.budget, &s.throttled)
+	c := newConn(nc, serverHandler{s}, &s.opts, s.budget, &s.throttled, &s.reclaimed)
 	s.conns[c] = struct{}{}
 }
 

@@ -73,7 +73,10 @@ func TestBudgetGivenBackAfterCalls(t *testing.T) {
 // answered meanwhile, and its 600 KiB call once the stalled peers are gone.
 func TestBudgetSharedByPorts(t *testing.T) {
 	ctx := testCtx(t)
-	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: time.Minute})
+	// The stalled peers stall for longer than a tenth of FrameTimeout
+	// when the machine is slow: the budget would close them then
+	// (TestBudgetReclaimsStalledCall).
+	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: 10 * time.Minute})
 	_, u1 := export(t, srv, providerURL("demo.One"))
 	_, u2 := export(t, srv, providerURL("demo.Two", protocol.KeyTimeout, testTimeoutMillis))
 	require.NotEqual(t, u1.Port, u2.Port)
@@ -114,5 +117,40 @@ func TestBudgetSharedByPorts(t *testing.T) {
 	s1.Close()
 	s2.Close()
 	require.NoError(t, <-done)
+	require.Eventually(t, func() bool { return srv.Stats().MemoryHeld == 0 }, testTimeout, time.Millisecond)
+}
+
+// TestBudgetReclaimsStalledCall: a peer sends the header of a 1 MiB call
+// and nothing more; its declared length holds the 1.5 MiB budget so that
+// a consumer's 600 KiB call waits. While it waits, the stalled call falls
+// far behind the pace of its FrameTimeout (1 MiB per 2 s, after 200 ms),
+// so the budget closes that peer (Stats.Reclaimed) and the consumer's
+// call is answered, before the stalled call's FrameTimeout.
+func TestBudgetReclaimsStalledCall(t *testing.T) {
+	ctx := testCtx(t)
+	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: 2 * time.Second})
+	_, u := export(t, srv, providerURL("demo.One", protocol.KeyTimeout, testTimeoutMillis))
+	const body = 1 << 20
+	start := make([]byte, exchange.HeaderSize)
+	h := exchange.Header{Request: true, TwoWay: true, Serializer: 2, ID: 1, Length: body}
+	h.Put(start)
+	c, err := net.Dial("tcp", net.JoinHostPort(u.Host, strconv.Itoa(u.Port)))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write(start)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return srv.Stats().MemoryHeld == exchange.HeaderSize+body }, testTimeout, time.Millisecond)
+
+	inv := refer(t, newProtocol(t, nil), u)
+	arg := []byte(strings.Repeat("b", 600<<10))
+	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Bytes", Args: []any{arg}})
+	require.NoError(t, err)
+	require.Equal(t, string(arg), fmt.Sprintf("%s", res.Value))
+	require.Equal(t, uint64(1), srv.Stats().Throttled)
+	// Counted just after the close, which can be after the answer.
+	require.Eventually(t, func() bool { return srv.Stats().Reclaimed == 1 }, testTimeout, time.Millisecond)
+	_ = c.SetReadDeadline(time.Now().Add(testTimeout))
+	_, err = c.Read(make([]byte, 1))
+	require.Error(t, err, "the stalled peer's connection is closed")
 	require.Eventually(t, func() bool { return srv.Stats().MemoryHeld == 0 }, testTimeout, time.Millisecond)
 }

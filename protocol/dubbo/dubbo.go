@@ -150,7 +150,10 @@ type Options struct {
 	// connections that hold calls or answers until memory is freed:
 	// consumers' calls wait, none is refused, and Stats.Throttled counts
 	// the stops. A connection that holds nothing may still send a call of
-	// up to 4 KiB. A call larger than MaxMemory closes its connection
+	// up to 4 KiB. While calls wait, consumers far behind in sending a
+	// call and consumers that take none of their answers for
+	// FrameTimeout are closed to get memory back (Stats.Reclaimed). A
+	// call larger than MaxMemory closes its connection
 	// (transport.ErrFrameTooLarge). See transport.Budget.
 	MaxMemory int
 	// Attachments bounds the attachments of a request (on the provider)
@@ -499,6 +502,12 @@ type Stats struct {
 	// MemoryHeld is what the frames of the exported ports hold of the
 	// memory budget now, in bytes (Options.MaxMemory).
 	MemoryHeld int
+	// Reclaimed counts the connections the memory budget closed to get
+	// memory back while calls waited for it: a consumer far behind in
+	// sending a call whose declared length was charged
+	// (transport.ErrSlowFrame), or one that took none of its answers for
+	// FrameTimeout (transport.ErrSlowPeer). See transport.Budget.
+	Reclaimed uint64
 	// FailedHandshakes counts connections to TLS ports closed because
 	// their TLS handshake failed: a consumer without TLS, without a
 	// certificate the client CA signed, or too slow (ports still open).
@@ -522,6 +531,7 @@ func (p *Protocol) Stats() Stats {
 		FailedHandshakes:   p.sumServers((*exchange.Server).FailedHandshakes),
 		Throttled:          p.sumServers((*exchange.Server).Throttled),
 		MemoryHeld:         p.budget.Used(),
+		Reclaimed:          p.budget.Reclaimed(),
 	}
 }
 

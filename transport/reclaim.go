@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The reclaimer: while connections wait for room in a budget, it looks at
+// the budget's connections every scanEvery and closes those that hold
+// memory without the peer doing its part (reclaimed):
+//
+//   - a frame in progress that arrives slower than the pace its FrameTimeout
+//     implies (its declared length per FrameTimeout, after a grace of a
+//     tenth of FrameTimeout, with readStep bytes of slack): its header
+//     charged the declared length, so a peer that declares large frames
+//     and sends little would hold the budget until FrameTimeout for the
+//     price of a header;
+//   - a connection with answers queued whose peer took none of them for
+//     its FrameTimeout: the one holding the most first, and more while the
+//     first waiting frame still would not fit (a peer that never reads,
+//     and a client that writes a pipelined batch before it reads, whose
+//     next request waits for its own answers to be written: that waits
+//     for ever otherwise).
+//
+// It runs only while some connection waits (at most once a period), so
+// it costs nothing to a budget that is not used up.
+
+// scanEvery is how often the reclaimer looks, as a fraction of the
+// shortest FrameTimeout of the budget's connections (minScan at least).
+const (
+	scanFraction = 20
+	minScan      = 5 * time.Millisecond
+)
+
+// reclaimer is a budget's state for it; cmu guards it.
+type reclaimer struct {
+	conns  map[*Conn]struct{}
+	period time.Duration
+	armed  bool
+	since  int64 // monoNow when connections began to wait, this time
+	last   int64 // monoNow of the last look
+	timer  *time.Timer
+}
+
+// Reclaimed returns how many connections the budget closed to get memory
+// back while others waited for it: peers far behind in sending a frame
+// whose declared length was charged, and peers that took none of their
+// answers for FrameTimeout.
+func (b *Budget) Reclaimed() uint64 { return b.reclaimed.Load() }
+
+// register adds c to the connections the reclaimer looks at.
+func (b *Budget) register(c *Conn) {
+	p := max(c.opts.FrameTimeout/scanFraction, minScan)
+	b.cmu.Lock()
+	if b.rc.conns == nil {
+		b.rc.conns = map[*Conn]struct{}{}
+	}
+	b.rc.conns[c] = struct{}{}
+	if b.rc.period == 0 || p < b.rc.period {
+		b.rc.period = p
+	}
+	b.cmu.Unlock()
+}
+
+// unregister takes c off the reclaimer's list.
+func (b *Budget) unregister(c *Conn) {
+	b.cmu.Lock()
+	delete(b.rc.conns, c)
+	b.cmu.Unlock()
+}
+
+// arm starts the reclaimer, if it is not running, when a connection
+// begins to wait for room: it looks at once, or a period after its last
+// look if that was less than a period ago.
+func (b *Budget) arm() {
+	b.cmu.Lock()
+	if !b.rc.armed {
+		b.rc.armed = true
+		now := monoNow()
+		b.rc.since = now
+		wait := max(b.rc.period-time.Duration(now-b.rc.last), 0)
+		if b.rc.timer == nil {
+			b.rc.timer = time.AfterFunc(wait, b.reclaim)
+		} else {
+			b.rc.timer.Reset(wait)
+		}
+	}
+	b.cmu.Unlock()
+}
+
+// stuckConn is a connection whose queued answers its peer does not take.
+type stuckConn struct {
+	c      *Conn
+	queued int
+}
+
+// reclaim is one look of the reclaimer; it runs again while connections
+// wait. One runs at a time (each starts the next), and the connections'
+// seen fields are its own.
+func (b *Budget) reclaim() {
+	b.cmu.Lock()
+	if b.waiters.Load() == 0 {
+		b.rc.armed = false
+		b.cmu.Unlock()
+		return
+	}
+	now, since := monoNow(), b.rc.since
+	conns := make([]*Conn, 0, len(b.rc.conns))
+	for c := range b.rc.conns {
+		conns = append(conns, c)
+	}
+	b.cmu.Unlock()
+
+	var stuck []stuckConn
+	for _, c := range conns {
+		if got, size, took, ok := c.behindPace(now); ok {
+			b.reclaimConn(c, "a frame far behind its pace", fmt.Errorf(
+				"%w: %s sent %d bytes of a %d-byte body in %v (FrameTimeout %v), while other connections waited for memory",
+				ErrSlowFrame, c.nc.RemoteAddr(), got, size, took.Round(time.Millisecond), c.opts.FrameTimeout))
+			continue
+		}
+		c.mu.Lock()
+		q, p := c.queued, c.progress
+		c.mu.Unlock()
+		if q == 0 || p != c.seenProgress || c.seenAt < since {
+			c.seenProgress, c.seenAt = p, now
+			continue
+		}
+		if time.Duration(now-c.seenAt) >= c.opts.FrameTimeout {
+			stuck = append(stuck, stuckConn{c, q})
+		}
+	}
+	if len(stuck) > 0 {
+		slices.SortFunc(stuck, func(x, y stuckConn) int { return cmp.Compare(y.queued, x.queued) })
+		b.mu.Lock()
+		var need int64
+		if len(b.queue) > 0 {
+			need = b.queue[0].need
+		}
+		b.mu.Unlock()
+		used, freed := b.used.Load(), int64(0)
+		for i, s := range stuck {
+			if i > 0 && used-freed+need <= b.limit {
+				break
+			}
+			b.reclaimConn(s.c, "a peer that takes none of its answers", fmt.Errorf(
+				"%w: %s took none of its answers (%d bytes queued) for %v, while other connections waited for memory",
+				ErrSlowPeer, s.c.nc.RemoteAddr(), s.queued, s.c.opts.FrameTimeout))
+			freed += int64(s.queued)
+		}
+	}
+
+	b.cmu.Lock()
+	b.rc.last = monoNow()
+	if b.waiters.Load() > 0 {
+		b.rc.timer.Reset(b.rc.period)
+	} else {
+		b.rc.armed = false
+	}
+	b.cmu.Unlock()
+}
+
+// reclaimConn closes c with err to give its memory back, counts it and
+// logs the 1st, 2nd, 4th, 8th... of the budget.
+func (b *Budget) reclaimConn(c *Conn, why string, err error) {
+	if !c.shutdown(err, false) {
+		return // closing already
+	}
+	if c.reclaims != nil {
+		c.reclaims.Add(1)
+	}
+	if n := b.reclaimed.Add(1); n&(n-1) == 0 {
+		c.opts.Logger.Warn("memory budget used up: closing "+why,
+			zap.Stringer("peer", c.nc.RemoteAddr()), zap.Uint64("reclaimed", n), zap.Error(err))
+	}
+}
+
+// behindPace reports whether c's frame in progress (charged, its body
+// not all read) is far behind the pace its FrameTimeout implies, with
+// what arrived of its body, the body's length and the time since it was
+// charged.
+func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behind bool) {
+	at := c.partAt.Load()
+	if at == 0 {
+		return 0, 0, 0, false
+	}
+	ft := c.opts.FrameTimeout
+	took = time.Duration(now - at)
+	late := took - ft/10
+	if late <= 0 {
+		return 0, 0, took, false
+	}
+	size = c.partSize.Load()
+	want := int64(float64(size) * min(float64(late)/float64(ft), 1))
+	got = c.arrived.Load()
+	return got, size, took, got+readStep < want
+}
+
+// paceStart starts the pace of a frame whose body of n bytes is to be
+// read from the network (a Server's connection: it has a budget).
+func (c *Conn) paceStart(n int) {
+	c.partSize.Store(int64(n))
+	c.arrived.Store(0)
+	c.partAt.Store(monoNow())
+	c.rs.paced = true
+}
+
+// paceEnd ends it, once the body is read or the read failed.
+func (c *Conn) paceEnd() {
+	c.partAt.Store(0)
+	c.rs.paced = false
+}
+
+// arrivedOf is where readBody counts the body bytes of c's frame it reads:
+// nil unless its pace is watched.
+func (c *Conn) arrivedOf() *atomic.Int64 {
+	if c.rs.paced {
+		return &c.arrived
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package transport_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// closeLog echoes frames (answers 64 KiB when big is set) and keeps the
+// error each connection closed with.
+type closeLog struct {
+	big    bool
+	closed chan error
+}
+
+func newCloseLog(big bool) *closeLog { return &closeLog{big: big, closed: make(chan error, 1000)} }
+
+func (h *closeLog) Serve(c *transport.Conn, f *transport.Buffer) {
+	if h.big {
+		bigAnswers{}.Serve(c, f)
+		return
+	}
+	_ = c.Send(f)
+}
+
+func (h *closeLog) Closed(_ *transport.Conn, err error) { h.closed <- err }
+
+// closeErrors takes n close errors from h, within 20 s.
+func closeErrors(t *testing.T, h *closeLog, n int) []error {
+	t.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	errs := make([]error, 0, n)
+	for len(errs) < n {
+		select {
+		case err := <-h.closed:
+			errs = append(errs, err)
+		case <-timeout.C:
+			t.Fatalf("%d connections closed of %d: %v", len(errs), n, errs)
+		}
+	}
+	return errs
+}
+
+// TestReclaimFramesBehindPace: 32 peers each send a 16-byte header that
+// declares an 8 MiB frame, and nothing more. Their frames are charged
+// whole when their headers are read, so they hold the whole default
+// budget of 256 MiB (about 2 MiB allocated), and a polite peer's 64 KiB
+// call waits for room. While it waits, the frames far behind the pace
+// their FrameTimeout implies (8 MiB per 10 s here, after 1 s) are cut
+// off: closed with ErrSlowFrame and counted (Reclaimed), and the polite
+// call is answered, instead of waiting for the peers' FrameTimeout to cut
+// them off (10 s here, 5 s by default; and the peers may start again).
+// The reclaimer looks only while a connection waits: the peers whose
+// frames had not fallen behind yet when the call got its room are left.
+func TestReclaimFramesBehindPace(t *testing.T) {
+	const (
+		n    = 32
+		body = 8<<20 - transport.HeaderSize
+	)
+	h := newCloseLog(false)
+	s, addr := serve(t, h, &transport.Options{FrameTimeout: 10 * time.Second})
+	b := s.Budget()
+	require.Equal(t, transport.DefaultMaxMemory, b.Limit())
+	polite, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer polite.Close()
+	politeRoundTrip(t, polite, "warm")
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "the warm frame was released")
+
+	peers := make([]net.Conn, n)
+	for i := range peers {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		peers[i] = c
+		_, err = c.Write(header(uint64(i), body))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return b.Used() == b.Limit() }, 20*time.Second, time.Millisecond,
+		"32 headers hold the budget")
+	start := time.Now()
+	politeRoundTrip(t, polite, strings.Repeat("p", 64<<10))
+	t.Logf("a 64 KiB call with %d peers holding 8 MiB frames by their headers: answered in %v", n, time.Since(start))
+	require.Equal(t, uint64(1), s.Throttled(), "only the polite call waited")
+	for _, c := range peers {
+		c.Close()
+	}
+	cut := uint64(0)
+	for _, err := range closeErrors(t, h, n) {
+		if errors.Is(err, transport.ErrSlowFrame) {
+			require.ErrorContains(t, err, "sent 0 bytes of a 8388592-byte body in")
+			require.ErrorContains(t, err, "while other connections waited for memory")
+			cut++
+		}
+	}
+	require.NotZero(t, cut)
+	// Counted just after the close.
+	require.Eventually(t, func() bool { return s.Reclaimed() == cut && b.Reclaimed() == cut }, 10*time.Second, time.Millisecond,
+		"the peers closed by the budget")
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
+}
+
+// TestReclaimPipelinedClientThatReadsLast: a client writes a batch of
+// 16,384 requests of 1 KiB before it reads any answer (64 KiB each), into
+// a server whose budget is 1 MiB and whose send buffer is 32 KiB. The
+// answers the socket does not take use up the budget, so the server stops
+// reading the client, whose write then never ends: it would read once
+// its batch is written. Since nothing else would ever end it, the peer
+// that took none of its answers for FrameTimeout while a connection waits
+// for memory is closed (ErrSlowPeer, Reclaimed), its write fails instead
+// of hanging, and the budget is given back.
+func TestReclaimPipelinedClientThatReadsLast(t *testing.T) {
+	h := newCloseLog(true)
+	s := transport.NewServer(h, &transport.Options{MaxMemory: 1 << 20, MaxPayload: 256 << 10, FrameTimeout: 300 * time.Millisecond})
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
+	defer func() { s.Close(); <-served }()
+	b := s.Budget()
+
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(32<<10))
+	require.NoError(t, c.(*net.TCPConn).SetWriteBuffer(32<<10))
+	var batch []byte
+	for i := range 16384 {
+		batch = append(batch, frame(uint64(i), strings.Repeat("r", 1<<10)).B...)
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	_, err = c.Write(batch)
+	require.Error(t, err, "the whole batch was read")
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the write waited for ever: %v", err)
+	errs := closeErrors(t, h, 1)
+	require.ErrorIs(t, errs[0], transport.ErrSlowPeer)
+	require.ErrorContains(t, errs[0], "took none of its answers")
+	require.Eventually(t, func() bool { return s.Reclaimed() == 1 }, 10*time.Second, time.Millisecond)
+	require.NotZero(t, s.Throttled())
+	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
+}
+
+// TestReclaimLargestNonReader: three peers send requests and never read
+// their 64 KiB answers, which use up a 4 MiB budget; a polite peer's
+// 256 KiB call then waits for room. The peer holding the most answers
+// that took none of them for FrameTimeout is closed, and more while the
+// call still would not fit; the call is answered, and the peers that are
+// left keep their answers (one closed at least, not all three
+// necessarily).
+func TestReclaimLargestNonReader(t *testing.T) {
+	h := newCloseLog(false)
+	s := transport.NewServer(reclaimEcho{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 1 << 20, FrameTimeout: 300 * time.Millisecond})
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
+	defer func() { s.Close(); <-served }()
+	addr := l.Addr().String()
+	b := s.Budget()
+
+	var reqs []byte
+	for i := range 30 {
+		reqs = append(reqs, frame(uint64(i), "q").B...)
+	}
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(32<<10))
+		_, err = c.Write(reqs)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return b.Used()+transport.HeaderSize+256<<10 > b.Limit() && s.Throttled() > 0 },
+		20*time.Second, time.Millisecond, "unread answers use up the budget")
+	polite, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer polite.Close()
+	politeRoundTrip(t, polite, strings.Repeat("p", 256<<10))
+	// At least one closed; each counted just after its close.
+	err = closeErrors(t, h, 1)[0]
+	require.ErrorIs(t, err, transport.ErrSlowPeer)
+	require.ErrorContains(t, err, "took none of its answers")
+	require.Eventually(t, func() bool { return s.Reclaimed() > 0 }, 10*time.Second, time.Millisecond)
+}
+
+// reclaimEcho echoes frames with a 1 KiB body or more, answers the others
+// with 64 KiB, and logs closes.
+type reclaimEcho struct{ *closeLog }
+
+func (h reclaimEcho) Serve(c *transport.Conn, f *transport.Buffer) {
+	if binary.BigEndian.Uint32(f.B[12:16]) >= 1<<10 {
+		_ = c.Send(f)
+		return
+	}
+	bigAnswers{}.Serve(c, f)
+}
