@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -150,6 +151,14 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 
 	fail := func(err error) int {
 		switch {
+		case ref.TLS != nil && errors.Is(err, status.ErrDial) && errors.As(err, new(*tls.CertificateVerificationError)):
+			err = fmt.Errorf("%w\n(the provider's certificate is not trusted: give -tls-ca with the CA file that signed it, "+
+				"and -tls-server-name when it is valid for another name than the address's host)", err)
+		case ref.TLS != nil && errors.Is(err, status.ErrDial) && strings.Contains(err.Error(), "tls handshake with "):
+			// A provider runs there, but the handshake failed: the
+			// question below would mislead.
+			err = fmt.Errorf("%w\n(the TLS handshake failed: does the provider there speak TLS? "+
+				"Leave out the -tls flags to call one that does not)", err)
 		case *direct != "" && errors.Is(err, status.ErrDial) && !errors.Is(err, dubbo.ErrTLSRequired):
 			err = fmt.Errorf("%w\n(is a provider running there? -url takes the host:port it serves on)", err)
 		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "no service "):
