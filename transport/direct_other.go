@@ -2,11 +2,15 @@
 
 package transport
 
-import "net"
+import (
+	"net"
+	"sync/atomic"
+)
 
 // directWrite is SendNow's write where there is none: SendNow is Send.
 type directWrite struct {
 	beforeWait func(rest [][]byte) // unused: see waitHook
+	sent       atomic.Uint64       // unused: newDirectWrite returns nil
 }
 
 func newDirectWrite(net.Conn) *directWrite { return nil }

@@ -5,6 +5,7 @@ package transport
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -29,6 +30,10 @@ type directWrite struct {
 	// beforeWait, when set, is called once with what is left of the
 	// batch before writeBuffers first waits for room (where waitHook).
 	beforeWait func(rest [][]byte)
+	// sent counts the writes of writeBuffers that took bytes (Linux),
+	// for the budget's reclaimer: a large batch to a slow reader
+	// progresses before it is all written.
+	sent atomic.Uint64
 }
 
 func newDirectWrite(nc net.Conn) *directWrite {

@@ -171,6 +171,9 @@ func (d *directWrite) writeAll(fd uintptr) bool {
 			d.allErr = e
 			return true
 		}
+		if n > 0 {
+			d.sent.Add(1)
+		}
 		// Consume n bytes.
 		for n > 0 && len(d.all) > 0 {
 			if l := len(d.all[0]); l <= n {

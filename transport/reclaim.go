@@ -25,7 +25,10 @@ import (
 //     first waiting frame still would not fit (a peer that never reads,
 //     and a client that writes a pipelined batch before it reads, whose
 //     next request waits for its own answers to be written: that waits
-//     for ever otherwise).
+//     for ever otherwise). A write that takes bytes counts as progress
+//     (Conn.progress per batch, and on Linux directWrite.sent per writev
+//     of a batch, so a slow reader of a large answer is not taken for
+//     one that stopped; over TLS only whole batches count).
 //
 // It runs only while some connection waits (at most once a period), so
 // it costs nothing to a budget that is not used up.
@@ -127,6 +130,9 @@ func (b *Budget) reclaim() {
 		c.mu.Lock()
 		q, p := c.queued, c.progress
 		c.mu.Unlock()
+		if c.direct != nil {
+			p += c.direct.sent.Load()
+		}
 		if q == 0 || p != c.seenProgress || c.seenAt < since {
 			c.seenProgress, c.seenAt = p, now
 			continue

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -202,4 +203,74 @@ func (h reclaimEcho) Serve(c *transport.Conn, f *transport.Buffer) {
 		return
 	}
 	bigAnswers{}.Serve(c, f)
+}
+
+// bigOnA answers a frame whose body is "A" with a 3.5 MiB frame, and
+// echoes the others.
+type bigOnA struct{ *closeLog }
+
+func (h bigOnA) Serve(c *transport.Conn, f *transport.Buffer) {
+	if string(f.B[transport.HeaderSize:]) != "A" {
+		_ = c.Send(f)
+		return
+	}
+	f.Release()
+	const n = 7 << 19
+	a := transport.GetBuffer()
+	a.Grow(transport.HeaderSize + n)
+	a.B = append(a.B, header(1, n)...)
+	a.B = a.B[:transport.HeaderSize+n]
+	_ = c.Send(a)
+}
+
+// TestReclaimSparesSlowReader: a peer reads its 3.5 MiB answer at about
+// 1 MiB/s (64 KiB every 50 ms: a slow reader, not one that stopped), so
+// the answer stays queued for seconds, far longer than FrameTimeout
+// (300 ms), while another peer's 1 MiB frame waits for the memory it
+// holds. The slow reader takes part of its answer at every write the
+// socket has room for, so it is not closed: its answer is read whole,
+// then the waiting frame is read and echoed, and nothing was reclaimed.
+// (Counting only whole batches written, as the queue's own count does,
+// closed it.)
+func TestReclaimSparesSlowReader(t *testing.T) {
+	h := newCloseLog(false)
+	s := transport.NewServer(bigOnA{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 7 << 19, FrameTimeout: 300 * time.Millisecond})
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
+	defer func() { s.Close(); <-served }()
+	addr := l.Addr().String()
+
+	slow, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer slow.Close()
+	require.NoError(t, slow.(*net.TCPConn).SetReadBuffer(32<<10))
+	_, err = slow.Write(frame(1, "A").B)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Budget().Used() > 7<<19 }, 10*time.Second, time.Millisecond, "the answer is queued")
+
+	other, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer other.Close()
+	body := strings.Repeat("o", 1<<20)
+	_, err = other.Write(frame(2, body).B)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond, "the 1 MiB frame waits")
+
+	// The slow reader's pace is what this test is about.
+	_ = slow.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, buf := 0, make([]byte, 64<<10)
+	for got < transport.HeaderSize+7<<19 {
+		k, err := io.ReadFull(slow, buf[:min(len(buf), transport.HeaderSize+7<<19-got)])
+		require.NoError(t, err, "the slow reader was closed after %d bytes", got+k)
+		got += k
+		<-time.After(50 * time.Millisecond)
+	}
+	_ = other.SetReadDeadline(time.Now().Add(10 * time.Second))
+	echo := make([]byte, transport.HeaderSize+len(body))
+	_, err = io.ReadFull(other, echo)
+	require.NoError(t, err)
+	require.Equal(t, body, string(echo[transport.HeaderSize:]))
+	require.Zero(t, s.Reclaimed())
 }
