@@ -582,6 +582,9 @@ func (c *Config) validate(k known) error {
 		if r.URL == "" && len(c.Registries) == 0 {
 			bad("%s: no url and no registries to find providers in", key)
 		}
+		if err := checkDirectURLs(r.URL); err != nil {
+			bad("%s.url: %w", key, err)
+		}
 		if r.LoadBalance == "" {
 			r.LoadBalance = loadbalance.Default
 		}
@@ -665,6 +668,9 @@ func (c *Config) validate(k known) error {
 	}
 	if m := &c.Monitor; m.Reporting() {
 		checkRegs("monitor", m.Registries)
+		if err := checkDirectURLs(m.Address); err != nil {
+			bad("monitor.address: %w", err)
+		}
 		switch {
 		case m.Interval == 0:
 			m.Interval = monitor.DefaultInterval

@@ -501,7 +501,27 @@ func (a *Application) referWait(ids []string) time.Duration {
 	return d
 }
 
+// checkDirectURLs checks a url setting (providers called without a
+// registry, comma-separated) as Refer will read it, so that a mistake is
+// said by New, before anything runs.
+func checkDirectURLs(urls string) error {
+	if urls == "" {
+		return nil
+	}
+	for addr := range strings.SplitSeq(urls, ",") {
+		addr = strings.TrimSpace(addr)
+		if addr == "" {
+			return fmt.Errorf("%q has an empty entry: write host:port[,host:port...], such as 127.0.0.1:20880", urls)
+		}
+		if _, err := directURL(addr, ReferenceConfig{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
+	given := s
 	if !strings.Contains(s, "://") {
 		s = DefaultProtocol + "://" + s
 	}
@@ -513,7 +533,7 @@ func directURL(s string, rc ReferenceConfig) (*protocol.URL, error) {
 		u.Path = rc.Interface
 	}
 	if u.Port == 0 {
-		return nil, fmt.Errorf("%q: missing port", s)
+		return nil, fmt.Errorf("%q names no port: write host:port, such as 127.0.0.1:20880", given)
 	}
 	u = u.With(protocol.KeyInterface, rc.Interface)
 	if rc.Version != "" {
