@@ -91,7 +91,16 @@ func run() (int, error) {
 		Logging: logging,
 	})
 	if err != nil {
-		return 2, err
+		return 2, greeter.FlagHint(err, map[string]string{
+			"registries.default.address":     "-registry",
+			"references.greeter.loadbalance": "-loadbalance",
+			"references.greeter.cluster":     "-cluster",
+			"references.greeter.retries":     "-retries",
+			"references.greeter.timeout":     "-timeout",
+			"monitor.interval":               "-report-interval",
+			"monitor.address":                "-monitor",
+			"monitor.metrics":                "-metrics",
+		})
 	}
 	defer app.Shutdown(context.Background())
 	ctx := context.Background()

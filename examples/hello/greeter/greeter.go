@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,27 @@ func RegistryHint(err error, address string) error {
 	case errors.Is(err, cluster.ErrNoProvider):
 		return fmt.Errorf("no provider of %s in the registry at %s: start one first "+
 			"(go run ./examples/hello/provider -registry %s)\n%w", Interface, address, address, err)
+	}
+	return err
+}
+
+// FlagHint names the flag behind a configuration error, for a program
+// that fills config.Config from its flags: config's errors name YAML keys
+// (references.greeter.loadbalance) that the program's user never wrote.
+// When err is about one of keys (a key's path in the configuration, mapped
+// to its flag), the flag comes first: "-loadbalance: config:
+// references.greeter.loadbalance: unknown ...". Other errors are returned
+// as they are. The result wraps err.
+func FlagHint(err error, keys map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for key, flag := range keys {
+		rest, ok := strings.CutPrefix(msg, "config: "+key)
+		if ok && (rest == "" || rest[0] == ':' || rest[0] == ' ') {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
 	}
 	return err
 }

@@ -57,7 +57,15 @@ func run() error {
 		Logging: logging,
 	})
 	if err != nil {
-		return err
+		return greeter.FlagHint(err, map[string]string{
+			"registries.default.address": "-registry",
+			"protocols.dubbo.port":       "-port",
+			"services.greeter.weight":    "-weight",
+			"services.greeter.warmup":    "-warmup",
+			"monitor.interval":           "-report-interval",
+			"monitor.address":            "-monitor",
+			"monitor.metrics":            "-metrics",
+		})
 	}
 	svc := &greeter.Service{Name: *name, Delay: *delay}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
