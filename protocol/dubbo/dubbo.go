@@ -105,7 +105,10 @@ type Options struct {
 	// are answered status.ErrServerBusy, which failover retries on
 	// another provider. Default 0: no such limit.
 	MaxConcurrent int
-	// DialTimeout bounds one dial (default 3 s).
+	// DialTimeout bounds one dial (default 3 s). A call waiting for the
+	// first dial to its provider waits at most its own timeout (and its
+	// context's deadline), whichever ends first; the dial goes on for the
+	// calls after it.
 	DialTimeout time.Duration
 	// Reconnect is the first wait before re-dialling a lost connection
 	// (default 100 ms); it doubles up to MaxReconnect (default 5 s).
@@ -307,10 +310,12 @@ func minTLS12(cfg *tls.Config) *tls.Config {
 // Errors a referred invoker returns, by class (protocol.Retryable reads
 // them):
 //   - not sent: status.ErrDial, status.ErrClosed (invoker or connection
-//     closed; also when the caller's context ends while the first dial to
-//     the provider is under way, and then the error wraps the context's
-//     error too: errors.Is(err, context.DeadlineExceeded) holds and the
-//     text says it was the deadline, while connecting to which address),
+//     closed; also when the caller's context ends, or the call's own
+//     timeout runs out, while the first dial to the provider is under way,
+//     and then the error wraps the context's error too (for a timeout,
+//     context.DeadlineExceeded): errors.Is(err, context.DeadlineExceeded)
+//     holds and the text says it was the deadline or which timeout, while
+//     connecting to which address),
 //     status.ErrReadOnly (the provider is shutting down),
 //     status.ErrPayloadTooLarge for a request over the limit;
 //   - sent, no answer: status.ErrTimeout (also wrapping
