@@ -84,6 +84,15 @@ func TestProviderAndConsumer(t *testing.T) {
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", "nonsense").CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), `provider: bad -addr "nonsense"`)
+	for a, want := range map[string]string{
+		"20880":           `bad -addr "20880": a port alone; write host:port, such as -addr 127.0.0.1:20880`,
+		"127.0.0.1:99999": `bad -addr "127.0.0.1:99999": port 99999 is out of range (0-65535, 0 for a free one when serving)`,
+		"":                `bad -addr "": missing port in address; write host:port, such as -addr 127.0.0.1:20880`,
+	} {
+		out, err = exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", a).CombinedOutput()
+		require.Error(t, err, a)
+		assert.Equal(t, "provider: "+want+"\n", string(out), a)
+	}
 
 	// A consumer pointed at nothing fails with a clear error, bounded in time.
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-addr", addr, "-timeout", "3s").CombinedOutput()

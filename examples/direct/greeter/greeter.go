@@ -51,13 +51,20 @@ func (Service) Divide(_ context.Context, a, b int64) (int64, error) {
 // URL returns the dubbo URL of the service at addr (host:port), or an
 // error naming what is wrong with addr.
 func URL(addr string) (*protocol.URL, error) {
+	const write = "write host:port, such as -addr 127.0.0.1:20880"
+	if _, err := strconv.Atoi(addr); err == nil {
+		return nil, fmt.Errorf("bad -addr %q: a port alone; write host:port, such as -addr 127.0.0.1:%s", addr, addr)
+	}
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("bad -addr %q: %w", addr, err)
+		return nil, fmt.Errorf("bad -addr %q: %w; %s", addr, err, write)
 	}
 	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("bad -addr %q: port %q is not a number", addr, portStr)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("bad -addr %q: port %q is not a number; %s", addr, portStr, write)
+	case port < 0 || port > 65535:
+		return nil, fmt.Errorf("bad -addr %q: port %d is out of range (0-65535, 0 for a free one when serving)", addr, port)
 	}
 	return protocol.NewURL(dubbo.Name, host, port, Interface, map[string]string{protocol.KeyVersion: Version}), nil
 }
