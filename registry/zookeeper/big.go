@@ -53,8 +53,17 @@ const oversizedMsg = "received packet from server with length "
 
 // onZKLog looks at go-zookeeper's log lines for an oversized response,
 // and counts session handshakes a server closed or reset (see watchdog);
-// an expired session and a handshake that timed out are told apart.
-func (r *Registry) onZKLog(line string) {
+// an expired session and a handshake that timed out are told apart. The
+// lines of a zk.Conn the watchdog replaced (gen is not the registry's)
+// are not the current connection's news: the watchdog closes its sockets,
+// which fails its handshake, and that is no server's refusal.
+func (r *Registry) onZKLog(gen uint64, line string) {
+	r.mu.Lock()
+	stale := gen != r.gen
+	r.mu.Unlock()
+	if stale {
+		return
+	}
 	// A handshake that timed out is no refusal: the server may be slow.
 	if strings.HasPrefix(line, "authentication failed: ") && !strings.Contains(line, "expired") && !strings.Contains(line, "timeout") {
 		r.mu.Lock()

@@ -110,12 +110,15 @@ func TestRequestsWaitForWatchesResent(t *testing.T) {
 	if got := r.Stats().SessionID; got != sid {
 		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
 	}
-	r.socks.mu.Lock()
+	r.mu.Lock()
+	socks := r.socks
+	r.mu.Unlock()
+	socks.mu.Lock()
 	var ops []int32
-	for hc := range r.socks.open {
+	for hc := range socks.open {
 		ops = append(ops, hc.firstOp.Load())
 	}
-	r.socks.mu.Unlock()
+	socks.mu.Unlock()
 	if len(ops) != 1 || ops[0] != opSetWatches {
 		t.Fatalf("first requests on the open connections: %v, want one connection whose first is SetWatches (%d)", ops, opSetWatches)
 	}

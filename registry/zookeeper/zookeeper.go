@@ -75,7 +75,10 @@ type Registry struct {
 	quit   chan struct{}
 	loopWG sync.WaitGroup
 	subWG  sync.WaitGroup
-	socks  sockets
+	// socks are the current zk.Conn's sockets (under mu): each Conn has
+	// its own, so that the watchdog can close a replaced Conn's sockets,
+	// and refuse it new ones, before it closes the Conn (see watchdog).
+	socks *sockets
 
 	mu         sync.Mutex
 	closed     bool
@@ -271,10 +274,12 @@ func (r *Registry) Stats() Stats {
 }
 
 // zkLogger sends go-zookeeper's log lines to zap at debug level, and to
-// the registry (when r is set), which looks for an oversized response.
+// the registry (when r is set), which looks for an oversized response;
+// gen is the registry's generation of the zk.Conn that logs.
 type zkLogger struct {
-	l *zap.Logger
-	r *Registry
+	l   *zap.Logger
+	r   *Registry
+	gen uint64
 }
 
 // Printf implements zk.Logger.
@@ -282,7 +287,7 @@ func (z zkLogger) Printf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	z.l.Debug(line)
 	if z.r != nil {
-		z.r.onZKLog(line)
+		z.r.onZKLog(z.gen, line)
 	}
 }
 
@@ -342,8 +347,12 @@ func (s *sockets) remove(c *handshakeConn) {
 	s.mu.Unlock()
 }
 
-// close closes every open connection and refuses new ones.
+// close closes every open connection and refuses new ones. A nil s has
+// none.
 func (s *sockets) close() {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	s.closed = true
 	open := s.open
@@ -416,10 +425,11 @@ func (c *handshakeConn) SetReadDeadline(t time.Time) error {
 func (r *Registry) dialLocked() {
 	r.gen++
 	gen := r.gen
+	r.socks = &sockets{}
 	conn, _, err := zk.Connect(r.servers, r.opts.SessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
-		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3, &r.socks, r.sawSetWatches)),
-		zk.WithLogger(zkLogger{r.log, r}),
+		zk.WithDialer(handshakeDialer(r.opts.SessionTimeout*2/3, r.socks, r.sawSetWatches)),
+		zk.WithLogger(zkLogger{r.log, r, gen}),
 		zk.WithLogInfo(false),
 		zk.WithMaxBufferSize(r.opts.MaxBufferSize))
 	if err != nil {
@@ -748,7 +758,7 @@ func (r *Registry) watchdog() {
 		reason = "ZooKeeper serves but refuses this session (it has seen less than this client: its data was lost); dialling afresh"
 		r.refusedRedials.Add(1)
 	}
-	old := r.conn
+	old, oldSocks := r.conn, r.socks
 	r.log.Warn("zookeeper: "+reason,
 		zap.Duration("without_session", time.Since(r.lostAt)),
 		zap.Duration("answering_for", time.Since(r.answeredAt)))
@@ -761,6 +771,13 @@ func (r *Registry) watchdog() {
 	r.dialLocked()
 	r.kickAllLocked()
 	r.mu.Unlock()
+	// The old Conn's sockets first: zk.Conn.Close queues a close request,
+	// and an old handshake that completed after this decision would send
+	// it on a live session while go-zookeeper re-sends its watches, a data
+	// race inside the library on its last zxid (go-zookeeper/zk#35; seen
+	// in TestUnregisterDuringOutage under -race). Closed sockets, and no
+	// new ones, mean that no handshake of the old Conn completes.
+	oldSocks.close()
 	if old != nil {
 		old.Close()
 	}
@@ -1091,7 +1108,7 @@ func (r *Registry) CloseContext(ctx context.Context) error {
 	}
 	r.subs = map[*sub]struct{}{}
 	// Closed: the watchdog dials no more, so this is the last connection.
-	conn := r.conn
+	conn, socks := r.conn, r.socks
 	r.mu.Unlock()
 
 	done := make(chan struct{})
@@ -1107,11 +1124,11 @@ func (r *Registry) CloseContext(ctx context.Context) error {
 		if conn != nil {
 			conn.Close() // ends the session at once when ZooKeeper answers
 		}
-		r.socks.close()
+		socks.close()
 	case <-wait.C:
-		r.dropConn(conn, done, "after "+r.opts.RegisterWait.String())
+		r.dropConn(conn, socks, done, "after "+r.opts.RegisterWait.String())
 	case <-ctx.Done():
-		r.dropConn(conn, done, "when the context ended")
+		r.dropConn(conn, socks, done, "when the context ended")
 	}
 	r.subWG.Wait()
 	return nil
@@ -1121,10 +1138,10 @@ func (r *Registry) CloseContext(ctx context.Context) error {
 // still waiting for ZooKeeper, and waits for done. Closing the sockets
 // first spares zk.Conn.Close its wait (up to 1 s) for the server to
 // answer its close request.
-func (r *Registry) dropConn(conn *zk.Conn, done <-chan struct{}, when string) {
+func (r *Registry) dropConn(conn *zk.Conn, socks *sockets, done <-chan struct{}, when string) {
 	r.log.Warn("zookeeper: close: requests still waiting for ZooKeeper "+when+"; dropping the connection (this process's nodes go when the session expires)",
 		zap.String("address", r.address))
-	r.socks.close()
+	socks.close()
 	if conn != nil {
 		conn.Close()
 	}
