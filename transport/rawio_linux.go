@@ -3,6 +3,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"os"
@@ -209,4 +210,30 @@ func opError(nc net.Conn, call string, e syscall.Errno) error {
 		network = ra.Network()
 	}
 	return &net.OpError{Op: op, Net: network, Source: la, Addr: ra, Err: os.NewSyscallError(call, e)}
+}
+
+// socketUnread returns the bytes that have arrived in nc's socket (under
+// a TLS connection, its TCP connection's) and were not read yet, or 0
+// when that cannot be told. The budget's reclaimer counts them as sent
+// by the peer: a frame whose bytes wait in the socket is not behind
+// because the server, short of CPU, has not read them yet.
+func socketUnread(nc net.Conn) int {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var v int32
+	_ = raw.Control(func(fd uintptr) {
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e != 0 {
+			v = 0
+		}
+	})
+	return int(max(v, 0))
 }

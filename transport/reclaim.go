@@ -204,6 +204,12 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 	size = c.partSize.Load()
 	want := int64(float64(size) * min(float64(late)/float64(ft), 1))
 	got = c.arrived.Load()
+	if got+readStep >= want {
+		return got, size, took, false
+	}
+	// What waits in the socket was sent too: the server did not read it
+	// yet (short of CPU, say), and that is not the peer's doing.
+	got += int64(socketUnread(c.nc))
 	return got, size, took, got+readStep < want
 }
 
