@@ -34,8 +34,11 @@ const smallFrame = 4 << 10
 // A release wakes only the waiting connections whose frames now fit,
 // smallest frame first (equal ones in the order they began to wait), with
 // their frames charged already; the others sleep on. A waiting frame is
-// never stuck behind a larger one that does not fit, and a large one is
-// read once enough of the rest drains. A
+// never stuck behind a larger one that does not fit. A frame that has
+// waited a tenth of its connection's FrameTimeout may get the budget
+// reserved (one at a time, the one waiting longest): until it fits, no
+// other frame that waits is charged, so a large frame is not passed over
+// for as long as smaller ones keep coming. A
 // connection that holds no frame at all may still read a frame of up to
 // 4 KiB while the budget is used up, so that callers with small calls
 // progress one call at a time while the connections that hold the memory
@@ -65,12 +68,18 @@ const smallFrame = 4 << 10
 //
 // A Budget is safe for concurrent use.
 type Budget struct {
-	limit     int64
-	used      atomic.Int64
-	waiters   atomic.Int32 // connections in budgetWait
+	limit   int64
+	used    atomic.Int64
+	waiters atomic.Int32 // connections in budgetWait
+	// reserving is set while reserved (under mu) is a waiter that
+	// waited too long: nothing else is charged a frame that waits
+	// until it fits.
+	reserving atomic.Bool
 	throttled atomic.Uint64
 	wakes     atomic.Uint64 // waiters woken with room granted (tests)
-	reclaimed atomic.Uint64
+	// reservations counts the waiters reserved for (tests).
+	reservations atomic.Uint64
+	reclaimed    atomic.Uint64
 
 	// The reclaimer's state (reclaim.go).
 	cmu sync.Mutex
@@ -80,9 +89,10 @@ type Budget struct {
 	// wakes only those it makes room for, with their frames charged
 	// already (grant), not every waiting connection (which made each
 	// release cost a wake-up per throttled connection).
-	mu    sync.Mutex
-	queue waitHeap
-	seq   uint64 // order of arrival, among equal frames
+	mu       sync.Mutex
+	queue    waitHeap
+	seq      uint64 // order of arrival, among equal frames
+	reserved *budgetWaiter
 }
 
 // budgetWaiter is a connection's place in its budget's queue (Conn.bw).
@@ -95,6 +105,10 @@ type budgetWaiter struct {
 	seq     uint64
 	index   int           // in the queue
 	wake    chan struct{} // 1 slot: signalled when taken off the queue by another
+	// since (monoNow) is when the frame began to wait; after patience
+	// (a tenth of its connection's FrameTimeout) the reclaimer may
+	// reserve the budget for it.
+	since, patience int64
 }
 
 // waitHeap orders waiters by need, then by arrival (container/heap).
@@ -169,8 +183,16 @@ func (b *Budget) release(n int) {
 
 // grant charges the frames of the waiters that now fit, smallest first,
 // and wakes them: the first that does not fit ends it, since the others
-// are larger. b.mu is held.
+// are larger. While a waiter is reserved for, it is the only one: the
+// others wait until it fits. b.mu is held.
 func (b *Budget) grant() {
+	if r := b.reserved; r != nil {
+		if !b.tryTake(int(r.need)) {
+			return
+		}
+		r.granted = true
+		b.unqueue(r) // ends the reservation
+	}
 	for len(b.queue) > 0 && b.tryTake(int(b.queue[0].need)) {
 		w := b.queue[0]
 		w.granted = true
@@ -200,10 +222,40 @@ func (w *budgetWaiter) signal() {
 	}
 }
 
-// remove takes w off the queue. b.mu is held.
+// remove takes w off the queue, and ends a reservation for it. b.mu is
+// held.
 func (b *Budget) remove(w *budgetWaiter) {
 	heap.Remove(&b.queue, w.index)
 	w.queued = false
+	if b.reserved == w {
+		b.reserved = nil
+		b.reserving.Store(false)
+	}
+}
+
+// reserve reserves the budget for the waiter that has waited longest
+// past its patience, if no reservation is under way, and grants it if
+// it fits: from then on no other frame that may wait is charged (the
+// frames of a connection that holds nothing, up to 4 KiB, still are)
+// until it fits, so a large frame is not passed over for ever by smaller
+// ones that keep coming. The reclaimer calls it. b.mu is held.
+func (b *Budget) reserve(now int64) {
+	if b.reserved != nil {
+		return
+	}
+	var old *budgetWaiter
+	for _, w := range b.queue {
+		if !w.small && now-w.since >= w.patience && (old == nil || w.since < old.since) {
+			old = w
+		}
+	}
+	if old == nil {
+		return
+	}
+	b.reserved = old
+	b.reserving.Store(true)
+	b.reservations.Add(1)
+	b.grant()
 }
 
 // wakeSmall wakes c's waiter if it waits for c to hold nothing (c's held
@@ -218,9 +270,9 @@ func (b *Budget) wakeSmall(c *Conn) {
 }
 
 // leave takes w off the queue without charging it; when it was first,
-// the next may fit now. b.mu is held.
+// or reserved for, others may fit now. b.mu is held.
 func (b *Budget) leave(w *budgetWaiter) {
-	first := w.index == 0
+	first := w.index == 0 || b.reserved == w
 	b.remove(w)
 	if first {
 		b.grant()
@@ -293,12 +345,12 @@ func (c *Conn) budgetFrame(n int) (*Buffer, error) {
 		// The whole frame fits in its first buffer: charge that
 		// buffer's capacity (a pooled one may be larger).
 		f := getReadBuffer(first)
-		if b.tryTake(cap(f.B)) {
+		if !b.reserving.Load() && b.tryTake(cap(f.B)) {
 			c.owe(f, cap(f.B))
 			return f, nil
 		}
 		f.Release()
-	} else if b.tryTake(total) {
+	} else if !b.reserving.Load() && b.tryTake(total) {
 		// Charged whole before anything is allocated: the body grows
 		// into it as it arrives.
 		f := getReadBuffer(first)
@@ -323,6 +375,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 		w.wake = make(chan struct{}, 1)
 	}
 	w.need, w.small = int64(total), total <= smallFrame
+	w.since, w.patience = monoNow(), int64(c.opts.FrameTimeout/10)
 	counted := false
 	// Counted before the queue is looked at, so that a release either
 	// sees this connection waiting or made its room before the
@@ -361,7 +414,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
-		case (len(b.queue) == 0 || w.need < b.queue[0].need) && b.tryTake(total):
+		case b.reserved == nil && (len(b.queue) == 0 || w.need < b.queue[0].need) && b.tryTake(total):
 			// Smaller than every waiting frame, and it fits.
 			granted = true
 		default:

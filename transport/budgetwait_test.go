@@ -265,3 +265,77 @@ func TestBudgetWaitersChurn(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Used() == 0 }, 10*time.Second, time.Millisecond, "frames not given back")
 	t.Logf("throttled %d times, woken with room %d times", s.Throttled(), transport.Wakes(b))
 }
+
+// TestBudgetReservesForLongWaiter: four peers keep sending 200 KiB frames,
+// which the handler holds until the test releases them, one at a time,
+// into a 1 MiB budget (five fit); a fifth peer's 900 KiB frame waits for
+// room. Each release makes room for a 200 KiB frame, never for the large
+// one, and a 200 KiB frame is always waiting: smallest first, the large
+// one would wait for as long as they keep coming. Once it has waited a
+// tenth of its FrameTimeout (300 ms here), the budget is reserved for it:
+// no other frame that waits is read until it fits, the held frames drain
+// and it is read, while the others still have frames to send.
+func TestBudgetReservesForLongWaiter(t *testing.T) {
+	const medium, large = 200 << 10, 900 << 10
+	k := keeper{kept: make(chan *transport.Buffer, 64)}
+	s, addr := serve(t, k, &transport.Options{MaxMemory: 1 << 20, MaxPayload: large, FrameTimeout: 3 * time.Second})
+	b := s.Budget()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := range 4 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		wg.Go(func() {
+			defer c.Close()
+			f := wholeFrame(uint64(i), medium)
+			for range 10000 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.Write(f); err != nil {
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			<-stop
+			c.Close() // ends a write that waits in TCP
+		})
+	}
+	require.Eventually(t, func() bool { return len(k.kept) == 5 }, 10*time.Second, time.Millisecond, "five 200 KiB frames held")
+
+	big, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer big.Close()
+	go func() { _, _ = big.Write(wholeFrame(99, large)) }() // waits in TCP
+	require.Eventually(t, func() bool {
+		for _, c := range s.Conns() {
+			if c.RemoteAddr().String() == big.LocalAddr().String() {
+				return c.Throttled()
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "the 900 KiB frame waits")
+
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	released := 0
+	for done := false; !done; {
+		select {
+		case f := <-k.kept:
+			done = len(f.B) == transport.HeaderSize+large
+			f.Release()
+			released++
+		case <-timeout.C:
+			t.Fatalf("the 900 KiB frame was not read while 200 KiB frames kept coming (%d read and released) %s", released, transport.BudgetState(b))
+		}
+	}
+	t.Logf("the 900 KiB frame was read after %d frames were released", released)
+	require.NotZero(t, transport.Reservations(b))
+}

@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"fmt"
 	"io"
 	"net"
+	"time"
 )
 
 // WriterWrites returns how many writes c's writer goroutine made.
@@ -44,3 +46,19 @@ func Interrupts(c *Conn) uint64 { return c.interrupts.Load() }
 // Wakes returns how many times b woke a connection waiting for room, with
 // its frame charged.
 func Wakes(b *Budget) uint64 { return b.wakes.Load() }
+
+// Reservations returns how many waiters b reserved itself for.
+func Reservations(b *Budget) uint64 { return b.reservations.Load() }
+
+// BudgetState says what b holds and who waits in it, for a failed test's
+// message.
+func BudgetState(b *Budget) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := fmt.Sprintf("used %d waiters %d queue %d reserving %v reserved %v reservations %d armed %v;", b.used.Load(), b.waiters.Load(), len(b.queue), b.reserving.Load(), b.reserved != nil, b.reservations.Load(), b.rc.armed)
+	now := monoNow()
+	for _, w := range b.queue {
+		s += fmt.Sprintf(" [need %d small %v age %v pat %v]", w.need, w.small, time.Duration(now-w.since), time.Duration(w.patience))
+	}
+	return s
+}

@@ -30,8 +30,10 @@ import (
 //     of a batch, so a slow reader of a large answer is not taken for
 //     one that stopped; over TLS only whole batches count).
 //
-// It runs only while some connection waits (at most once a period), so
-// it costs nothing to a budget that is not used up.
+// It also reserves the budget for the frame that has waited longest, once
+// that is a tenth of its FrameTimeout (Budget.reserve). It runs only
+// while some connection waits (at most once a period), so it costs
+// nothing to a budget that is not used up.
 
 // scanEvery is how often the reclaimer looks, as a fraction of the
 // shortest FrameTimeout of the budget's connections (minScan at least).
@@ -141,6 +143,9 @@ func (b *Budget) reclaim() {
 			stuck = append(stuck, stuckConn{c, q})
 		}
 	}
+	b.mu.Lock()
+	b.reserve(now)
+	b.mu.Unlock()
 	if len(stuck) > 0 {
 		slices.SortFunc(stuck, func(x, y stuckConn) int { return cmp.Compare(y.queued, x.queued) })
 		b.mu.Lock()
