@@ -104,14 +104,20 @@ func TestBudgetBoundsQueuedRequests(t *testing.T) {
 
 // TestThrottledConnectionKeptAlive: a connection whose reading waits for
 // room in the memory budget is treated as a paused one: the server sends
-// it heartbeats and does not close it as idle (IdleTimeout is 150 ms here),
+// it heartbeats and does not close it as idle (IdleTimeout is 600 ms here),
 // and its request is read and answered once the memory is released.
 func TestThrottledConnectionKeptAlive(t *testing.T) {
 	ctx := testCtx(t)
 	h := &gatedLarge{open: make(chan struct{})}
-	opts := &exchange.Options{MaxMemory: 1 << 20, MaxPayload: 768 << 10, Heartbeat: 50 * time.Millisecond}
+	const idle = 600 * time.Millisecond
+	opts := &exchange.Options{MaxMemory: 1 << 20, MaxPayload: 768 << 10, Heartbeat: 50 * time.Millisecond, IdleTimeout: idle}
 	s, addr := serve(t, h, opts)
-	holder := dial(t, addr, &exchange.Options{Heartbeat: 50 * time.Millisecond})
+	// The holder must outlive the wait: with a 50 ms heartbeat (dead after
+	// 125 ms unheard) and a 150 ms IdleTimeout, it took the server as dead
+	// under -race at load ~13 in 2 of 100 runs ("nothing from ... for
+	// 154ms"), its request and memory went, and the other connection was
+	// read at once, never throttled.
+	holder := dial(t, addr, &exchange.Options{Heartbeat: idle / 3})
 	held := make(chan error, 1)
 	go func() {
 		_, err := call(ctx, holder, string(make([]byte, 600<<10)))
@@ -130,7 +136,8 @@ func TestThrottledConnectionKeptAlive(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.Throttled() == 1 }, hostileTimeout, time.Millisecond)
 	_ = c.SetReadDeadline(time.Now().Add(hostileTimeout))
-	for range 4 { // 200 ms: past IdleTimeout
+	start := time.Now()
+	for time.Since(start) < idle+100*time.Millisecond { // past IdleTimeout
 		got := make([]byte, exchange.HeaderSize)
 		_, err := io.ReadFull(c, got)
 		require.NoError(t, err)

@@ -21,7 +21,10 @@ func TestThrottledWaitIsNotIdleness(t *testing.T) {
 	const idle = 900 * time.Millisecond
 	opts := &exchange.Options{MaxMemory: 1 << 20, MaxPayload: 768 << 10, Heartbeat: 100 * time.Millisecond, IdleTimeout: idle}
 	s, addr := serve(t, h, opts)
-	holder := dial(t, addr, &exchange.Options{Heartbeat: 50 * time.Millisecond})
+	// A third of IdleTimeout: with 50 ms (dead after 125 ms unheard) the
+	// holder took the server as dead under -race at load ~14, its memory
+	// went, and the other connection was never throttled.
+	holder := dial(t, addr, &exchange.Options{Heartbeat: idle / 3})
 	held := make(chan error, 1)
 	go func() {
 		_, err := call(ctx, holder, string(make([]byte, 600<<10)))
