@@ -15,11 +15,20 @@ import (
 	"github.com/minidubbo/minidubbo/status"
 )
 
+// tlsURL is providerURL with the test's timeout for calls: the call's
+// timeout bounds its wait for the first dial (c33e3d0), and a TLS dial
+// under -race on a loaded machine can take longer than the default 1 s
+// (TestTLS's untrusting consumer ran out of it in 2 of 80 runs at load
+// ~12, and in a clean-clone CI run).
+func tlsURL(iface string) *protocol.URL {
+	return providerURL(iface, protocol.KeyTimeout, testTimeoutMillis)
+}
+
 func TestTLS(t *testing.T) {
 	ctx := testCtx(t)
 	serverTLS, clientTLS := testcert.SelfSigned(t)
 	srv := newProtocol(t, &dubbo.Options{ServerTLS: serverTLS})
-	_, u := export(t, srv, providerURL("demo.Greeter"))
+	_, u := export(t, srv, tlsURL("demo.Greeter"))
 
 	inv := refer(t, newProtocol(t, &dubbo.Options{ClientTLS: clientTLS}), u)
 	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"tls"}})
@@ -64,7 +73,7 @@ func TestMutualTLS(t *testing.T) {
 	ctx := testCtx(t)
 	ca, other := testcert.NewCA(t, "ca"), testcert.NewCA(t, "other")
 	srv := newProtocol(t, nil)
-	exp, err := srv.ExportTLS(&greeter{u: providerURL("demo.Greeter"), release: make(chan struct{})}, &tls.Config{
+	exp, err := srv.ExportTLS(&greeter{u: tlsURL("demo.Greeter"), release: make(chan struct{})}, &tls.Config{
 		Certificates: []tls.Certificate{ca.Server(t)},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    ca.Pool(),
@@ -115,7 +124,7 @@ func TestExportTLSPerPort(t *testing.T) {
 	ca := testcert.NewCA(t, "ca")
 	srv := newProtocol(t, nil)
 	cfg := &tls.Config{Certificates: []tls.Certificate{ca.Server(t)}, MinVersion: tls.VersionTLS10}
-	exp, err := srv.ExportTLS(&greeter{u: providerURL("demo.A"), release: make(chan struct{})}, cfg)
+	exp, err := srv.ExportTLS(&greeter{u: tlsURL("demo.A"), release: make(chan struct{})}, cfg)
 	require.NoError(t, err)
 	u := exp.URL()
 	require.Empty(t, u.Param(dubbo.KeyMTLS, ""))
@@ -141,7 +150,7 @@ func TestPlainConsumerOnTLSPort(t *testing.T) {
 	ctx := testCtx(t)
 	serverTLS, clientTLS := testcert.SelfSigned(t)
 	srvProto := newProtocol(t, &dubbo.Options{ServerTLS: serverTLS})
-	_, u := export(t, srvProto, providerURL("demo.Greeter"))
+	_, u := export(t, srvProto, tlsURL("demo.Greeter"))
 	bare := protocol.NewURL("dubbo", u.Host, u.Port, u.Path, nil)
 	plain := refer(t, newProtocol(t, nil), bare)
 	_, err := plain.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
