@@ -805,7 +805,15 @@ func TestUnregisterDuringOutage(t *testing.T) {
 	ctx := testCtx(t)
 	zkc := zktest.Start(t)
 	svc := iface(t)
-	prov := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
+	// The provider's session must survive the outage, as the test says:
+	// a 30 s watchdog, not opts' 3 s (at load 16 the restarted server
+	// accepted connections for 3 s before it granted sessions, the
+	// watchdog dialled afresh, the new session replaced a's node while
+	// the old one still held b's, and the list read [b] for a moment), and
+	// the default 10 s session (see TestOutageKeepsLists).
+	po := opts(t, t.TempDir())
+	po.WatchdogTimeout, po.SessionTimeout = 30*time.Second, zookeeper.DefaultSessionTimeout
+	prov := newRegistry(t, zkc.Address(), po)
 	cons := newRegistry(t, zkc.Address(), opts(t, t.TempDir()))
 	a, b := provider(svc, 20901), provider(svc, 20902)
 	for _, u := range []*protocol.URL{a, b} {
@@ -818,6 +826,7 @@ func TestUnregisterDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitAddrs(ctx, t, addr(20901), addr(20902))
+	sid := prov.Stats().SessionID
 	zkc.Servers[0].Kill()
 	waitFor(ctx, t, "disconnect", func() bool { return !prov.Stats().HasSession })
 	start := time.Now()
@@ -832,6 +841,9 @@ func TestUnregisterDuringOutage(t *testing.T) {
 	kids := waitChildren(ctx, t, raw, prov.CategoryPath(svc, registry.CategoryProviders), 1)
 	if kids[0] != a.Escaped() {
 		t.Fatalf("left %s, want a", kids[0])
+	}
+	if st := prov.Stats(); st.SessionID != sid || st.Redials != 0 {
+		t.Fatalf("session %x -> %x, %d redials: the session did not survive the outage", sid, st.SessionID, st.Redials)
 	}
 	rec.waitAddrs(ctx, t, addr(20901))
 }
