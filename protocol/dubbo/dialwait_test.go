@@ -189,13 +189,17 @@ func gatedPeer(t *testing.T, target string, delay time.Duration) string {
 				done := make(chan struct{}, 2)
 				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
 				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+				ended := 0
 				select {
 				case <-done:
+					ended++
 				case <-quit:
 				}
 				_ = c.Close()
 				_ = up.Close()
-				<-done
+				for ; ended < 2; ended++ { // both copies end before the test does
+					<-done
+				}
 			})
 		}
 	})
