@@ -206,9 +206,19 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 	if late <= 0 {
 		return 0, 0, took, false
 	}
+	if h := testHookPaceLoaded.Load(); h != nil {
+		(*h)()
+	}
 	size = c.partSize.Load()
-	want := int64(float64(size) * min(float64(late)/float64(ft), 1))
 	got = c.arrived.Load()
+	if c.partAt.Load() != at {
+		// The frame ended and another began since at was read: size
+		// and got may be the new one's, which at says nothing of
+		// (paceStart stores them before its start). The next look
+		// judges it.
+		return 0, 0, took, false
+	}
+	want := int64(float64(size) * min(float64(late)/float64(ft), 1))
 	if got+readStep >= want {
 		return got, size, took, false
 	}
@@ -217,6 +227,10 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 	got += int64(socketUnread(c.nc))
 	return got, size, took, got+readStep < want
 }
+
+// testHookPaceLoaded, when set (tests), runs in behindPace between its
+// read of the frame's start and its reads of the frame's size and bytes.
+var testHookPaceLoaded atomic.Pointer[func()]
 
 // paceStart starts the pace of a frame whose body of n bytes is to be
 // read from the network (a Server's connection: it has a budget).
