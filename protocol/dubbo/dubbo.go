@@ -149,11 +149,13 @@ type Options struct {
 	// ports of the Protocol hold together (one budget, which its ports
 	// share): calls read and not yet done with, answers not yet written
 	// (default transport.DefaultMaxMemory, 256 MiB, or twice MaxPayload
-	// when more). When it is used up the ports stop reading the
-	// connections that hold calls or answers until memory is freed:
-	// consumers' calls wait, none is refused, and Stats.Throttled counts
-	// the stops. A connection that holds nothing may still send a call of
-	// up to 4 KiB. While calls wait, consumers far behind in sending a
+	// when more). When it is used up a port stops reading a connection
+	// whose next call does not fit until memory is freed: consumers'
+	// calls wait, none is refused, and Stats.Throttled counts the stops.
+	// A connection that holds nothing may still send a call of up to
+	// 4 KiB, and a call that has waited a tenth of FrameTimeout gets the
+	// memory reserved (no other call that waits is read until it fits;
+	// see transport.Budget). While calls wait, consumers far behind in sending a
 	// call and consumers that take none of their answers for
 	// FrameTimeout are closed to get memory back (Stats.Reclaimed). A
 	// call larger than MaxMemory closes its connection
