@@ -37,8 +37,9 @@ const smallFrame = 4 << 10
 // never stuck behind a larger one that does not fit. A frame that has
 // waited a tenth of its connection's FrameTimeout may get the budget
 // reserved (one at a time, the one waiting longest): until it fits, no
-// other frame that waits is charged, so a large frame is not passed over
-// for as long as smaller ones keep coming. A
+// other frame over 4 KiB is charged, so a large frame is not passed over
+// for as long as smaller ones keep coming (frames of up to 4 KiB, such
+// as heartbeats, still are when they fit). A
 // connection that holds no frame at all may still read a frame of up to
 // 4 KiB while the budget is used up, so that callers with small calls
 // progress one call at a time while the connections that hold the memory
@@ -183,11 +184,17 @@ func (b *Budget) release(n int) {
 
 // grant charges the frames of the waiters that now fit, smallest first,
 // and wakes them: the first that does not fit ends it, since the others
-// are larger. While a waiter is reserved for, it is the only one: the
-// others wait until it fits. b.mu is held.
+// are larger. While a waiter is reserved for, only frames of up to 4 KiB
+// (heartbeats, small calls) are granted besides it until it fits. b.mu is
+// held.
 func (b *Budget) grant() {
 	if r := b.reserved; r != nil {
 		if !b.tryTake(int(r.need)) {
+			for len(b.queue) > 0 && b.queue[0].need <= smallFrame && b.tryTake(int(b.queue[0].need)) {
+				w := b.queue[0]
+				w.granted = true
+				b.unqueue(w)
+			}
 			return
 		}
 		r.granted = true
@@ -235,9 +242,9 @@ func (b *Budget) remove(w *budgetWaiter) {
 
 // reserve reserves the budget for the waiter that has waited longest
 // past its patience, if no reservation is under way, and grants it if
-// it fits: from then on no other frame that may wait is charged (the
-// frames of a connection that holds nothing, up to 4 KiB, still are)
-// until it fits, so a large frame is not passed over for ever by smaller
+// it fits: from then on no other frame over 4 KiB is charged until it
+// fits (those of up to 4 KiB are when they fit, or when their
+// connection holds nothing, so heartbeats and small calls go on), so a large frame is not passed over for ever by smaller
 // ones that keep coming. The reclaimer calls it. b.mu is held.
 func (b *Budget) reserve(now int64) {
 	if b.reserved != nil {
@@ -345,7 +352,7 @@ func (c *Conn) budgetFrame(n int) (*Buffer, error) {
 		// The whole frame fits in its first buffer: charge that
 		// buffer's capacity (a pooled one may be larger).
 		f := getReadBuffer(first)
-		if !b.reserving.Load() && b.tryTake(cap(f.B)) {
+		if (total <= smallFrame || !b.reserving.Load()) && b.tryTake(cap(f.B)) {
 			c.owe(f, cap(f.B))
 			return f, nil
 		}
@@ -414,7 +421,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
-		case b.reserved == nil && (len(b.queue) == 0 || w.need < b.queue[0].need) && b.tryTake(total):
+		case (b.reserved == nil || w.small) && (len(b.queue) == 0 || w.need < b.queue[0].need) && b.tryTake(total):
 			// Smaller than every waiting frame, and it fits.
 			granted = true
 		default:

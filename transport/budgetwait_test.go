@@ -339,3 +339,31 @@ func TestBudgetReservesForLongWaiter(t *testing.T) {
 	t.Logf("the 900 KiB frame was read after %d frames were released", released)
 	require.NotZero(t, transport.Reservations(b))
 }
+
+// TestReservationLetsSmallFramesThrough: while the budget is reserved
+// for a 600 KiB frame that waits, a peer that holds memory (its own
+// 600 KiB frame, kept by the handler) still has its small frames read
+// and echoed when they fit, as a heartbeat must be: the reservation holds
+// back only frames over 4 KiB. (Holding back every frame stopped the
+// heartbeats of such connections, and their peers took them for dead.)
+func TestReservationLetsSmallFramesThrough(t *testing.T) {
+	k := keeper{kept: make(chan *transport.Buffer, 2)}
+	s, addr := serve(t, k, &transport.Options{MaxMemory: 1 << 20, MaxPayload: 600 << 10, FrameTimeout: 300 * time.Millisecond})
+	b := s.Budget()
+	holder, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer holder.Close()
+	_, err = holder.Write(wholeFrame(1, 600<<10))
+	require.NoError(t, err)
+	first := <-k.kept
+	defer first.Release()
+
+	waiter, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer waiter.Close()
+	go func() { _, _ = waiter.Write(wholeFrame(2, 600<<10)) }() // waits in TCP
+	require.Eventually(t, func() bool { return transport.Reservations(b) == 1 }, 10*time.Second, time.Millisecond,
+		"the budget is reserved for the waiting frame")
+	politeRoundTrip(t, holder, "heartbeat")
+	require.Equal(t, uint64(1), s.Throttled(), "only the large frame waited")
+}
