@@ -81,6 +81,11 @@ func runMonitor(args []string, stdout, stderr io.Writer) int {
 	if c.refresh <= 0 {
 		return usageErr(errors.New("-refresh must be positive"))
 	}
+	if c.registry != "" { // "" is no registry, on purpose
+		if _, err := parseRegistryFlag(c.registry, `, or -registry "" for no registry`); err != nil {
+			return usageErr(err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serveMonitor(ctx, c, func(svc, web string) {
