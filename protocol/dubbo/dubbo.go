@@ -154,7 +154,7 @@ type Options struct {
 	// calls wait, none is refused, and Stats.Throttled counts the stops.
 	// A connection that holds nothing may still send a call of up to
 	// 4 KiB, and a call that has waited a tenth of FrameTimeout gets the
-	// memory reserved (no other call that waits is read until it fits;
+	// memory reserved (no other call over 4 KiB is read until it fits;
 	// see transport.Budget). While calls wait, consumers far behind in sending a
 	// call and consumers that take none of their answers for
 	// FrameTimeout are closed to get memory back (Stats.Reclaimed). A
