@@ -51,7 +51,9 @@ func ExampleWithServerTLS() {
 	call := func(cfg *tls.Config) {
 		consumer, err := config.New(&config.Config{
 			Registries: map[string]config.RegistryConfig{"reg": {Address: "memory://tls"}},
-			References: map[string]config.ReferenceConfig{"greeter": {Interface: "demo.Greeter"}},
+			// The call's timeout also bounds its wait for the first
+			// connection, a TLS handshake here.
+			References: map[string]config.ReferenceConfig{"greeter": {Interface: "demo.Greeter", Timeout: 10 * time.Second}},
 		}, config.WithRegistry("reg", reg), config.WithClientTLS("greeter", cfg))
 		if err != nil {
 			panic(err)

@@ -93,6 +93,7 @@ references:
   named:
     interface: %s
     retries: 0
+    timeout: 60s # the first call's TLS dial under -race at load: since c33e3d0 the call's timeout bounds it too
 %s
 `, topYAML, e2eInterface, refYAML)
 	app, err := config.New(c, config.WithRegistry("reg", reg), config.WithLogger(logger(t)))
