@@ -355,7 +355,12 @@ func TestReservationLetsSmallFramesThrough(t *testing.T) {
 	defer holder.Close()
 	_, err = holder.Write(wholeFrame(1, 600<<10))
 	require.NoError(t, err)
-	first := <-k.kept
+	var first *transport.Buffer
+	select {
+	case first = <-k.kept:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder's frame was not read")
+	}
 	defer first.Release()
 
 	waiter, err := net.Dial("tcp", addr)

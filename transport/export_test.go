@@ -55,7 +55,7 @@ func Reservations(b *Budget) uint64 { return b.reservations.Load() }
 func BudgetState(b *Budget) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := fmt.Sprintf("used %d waiters %d queue %d reserving %v reserved %v reservations %d armed %v;", b.used.Load(), b.waiters.Load(), len(b.queue), b.reserving.Load(), b.reserved != nil, b.reservations.Load(), b.rc.armed)
+	s := fmt.Sprintf("used %d waiters %d queue %d reserving %v reserved %v reservations %d;", b.used.Load(), b.waiters.Load(), len(b.queue), b.reserving.Load(), b.reserved != nil, b.reservations.Load())
 	now := monoNow()
 	for _, w := range b.queue {
 		s += fmt.Sprintf(" [need %d small %v age %v pat %v]", w.need, w.small, time.Duration(now-w.since), time.Duration(w.patience))

@@ -148,9 +148,13 @@ func (b *Budget) reclaim() {
 	b.mu.Unlock()
 	if len(stuck) > 0 {
 		slices.SortFunc(stuck, func(x, y stuckConn) int { return cmp.Compare(y.queued, x.queued) })
+		// Enough for the frame that is let in next: the reserved one
+		// while there is a reservation, else the smallest.
 		b.mu.Lock()
 		var need int64
-		if len(b.queue) > 0 {
+		if b.reserved != nil {
+			need = b.reserved.need
+		} else if len(b.queue) > 0 {
 			need = b.queue[0].need
 		}
 		b.mu.Unlock()

@@ -225,8 +225,9 @@ func (h bigOnA) Serve(c *transport.Conn, f *transport.Buffer) {
 
 // TestReclaimSparesSlowReader: a peer reads its 3.5 MiB answer at about
 // 1 MiB/s (64 KiB every 50 ms: a slow reader, not one that stopped), so
-// the answer stays queued for seconds, far longer than FrameTimeout
-// (300 ms), while another peer's 1 MiB frame waits for the memory it
+// the answer stays queued for about 3 s, longer than FrameTimeout (1 s:
+// a test reader descheduled for a while is not taken for one that
+// stopped), while another peer's 1 MiB frame waits for the memory it
 // holds. The slow reader takes part of its answer at every write the
 // socket has room for, so it is not closed: its answer is read whole,
 // then the waiting frame is read and echoed, and nothing was reclaimed.
@@ -234,7 +235,7 @@ func (h bigOnA) Serve(c *transport.Conn, f *transport.Buffer) {
 // closed it.)
 func TestReclaimSparesSlowReader(t *testing.T) {
 	h := newCloseLog(false)
-	s := transport.NewServer(bigOnA{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 7 << 19, FrameTimeout: 300 * time.Millisecond})
+	s := transport.NewServer(bigOnA{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 7 << 19, FrameTimeout: time.Second})
 	l, err := transport.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan struct{})
