@@ -49,12 +49,19 @@ func TestTimeouts(t *testing.T) {
 	g, u := export(t, srv, providerURL("demo.Greeter"))
 	defer close(g.release)
 	cli := newProtocol(t, nil)
+	// Connected first, with the test's timeout: a call's timeout (and its
+	// context's deadline) also bounds its wait for the first dial, which
+	// under -race at load can take longer than the 30 ms below. The
+	// invokers below share this connection (one pool per address).
+	_, err := refer(t, cli, u.With(protocol.KeyTimeout, testTimeoutMillis)).
+		Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.NoError(t, err)
 
 	// The context's deadline.
 	inv := refer(t, cli, u)
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
-	_, err := inv.Invoke(short, &protocol.Invocation{Method: "Block"})
+	_, err = inv.Invoke(short, &protocol.Invocation{Method: "Block"})
 	require.ErrorIs(t, err, status.ErrTimeout)
 	require.True(t, protocol.Retryable(err))
 

@@ -41,7 +41,13 @@ func TestTimeoutErrorSays(t *testing.T) {
 	// The reference's per-method timeout, as config lays it over the URL.
 	inv := refer(t, cli, u.With("Block.timeout", "30").With("Block.timeout.source", "method").
 		With(protocol.KeyTimeout, "5000").With(protocol.KeyTimeoutSource, "reference"))
-	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Block"})
+	// Connected first, with the reference's 5 s: since c33e3d0 a call's
+	// timeout also bounds its wait for the first dial, and a dial under
+	// -race at load took 61 ms, over Block's 30. The invokers below share
+	// this connection (one pool per address).
+	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}})
+	require.NoError(t, err)
+	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Block"})
 	te := requireTimeout(t, err)
 	require.EqualError(t, err, "demo.Greeter.Block timed out after 30ms on the consumer calling "+addr+" (method timeout)")
 	require.Equal(t, status.Consumer, te.Side)
