@@ -113,6 +113,23 @@ func startFixture(ctx context.Context, t *testing.T) *fixture {
 	raw := zktest.Client(t, zkc.Addrs()...)
 	_, err = raw.Create("/dubbo/"+calcInterface+"/providers/not-a-url", nil, 0, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err)
+	// Export and Refer may return before their nodes are written (a
+	// registration goes on in the background after RegisterWait): at load
+	// ~23 ls once listed "consumers: 0". The commands are run once all the
+	// fixture's nodes are there.
+	want := map[string]int{
+		"/dubbo/" + calcInterface + "/providers":     3, // A, B, not-a-url
+		"/dubbo/" + calcInterface + "/consumers":     1,
+		"/dubbo/" + greeter.Interface + "/providers": 1,
+	}
+	require.Eventually(t, func() bool {
+		for p, n := range want {
+			if kids, _, err := raw.Children(p); err != nil || len(kids) != n {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "the fixture's nodes in ZooKeeper: %v", want)
 	return f
 }
 
