@@ -196,8 +196,30 @@ func TestMethodTimeout(t *testing.T) {
 	})
 	var c ordersClient
 	require.NoError(t, cons.Refer(ctx, "orders", &c))
+	connected(t, func() error { _, err := c.Tag(ctx); return err })
 	_, err = c.Slow(ctx)
 	requireTimeout(t, err, "100ms", "method timeout")
+}
+
+// connected makes calls (call) until one succeeds: the connection to the
+// provider is then up, so that a short timeout the test looks at next
+// bounds the call only. Since a call's timeout also bounds its wait for
+// the first dial, a first call of 100 ms could otherwise end "the call's
+// timeout ran out while connecting" on a loaded machine, which is not the
+// timeout under test.
+func connected(t *testing.T, call func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := call()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no call got through in 30 s: %v", err)
+		}
+		<-time.After(10 * time.Millisecond) // the dial goes on meanwhile
+	}
 }
 
 // requireTimeout checks that err is the one timeout error, saying how long
@@ -236,6 +258,7 @@ func TestTimeoutErrorNamesTheSetting(t *testing.T) {
 		})
 		var client ordersClient
 		require.NoError(t, cons.Refer(ctx, "orders", &client))
+		connected(t, func() error { _, err := client.Tag(ctx); return err })
 		_, err = client.Slow(ctx)
 		requireTimeout(t, err, c.after, c.setting)
 	}
