@@ -129,7 +129,12 @@ func TestMonitorReportsThroughZooKeeper(t *testing.T) {
 	coll := &collector{}
 	startCollector(ctx, t, zkc.Address(), 0, coll)
 
-	mon := config.MonitorConfig{Interval: time.Second}
+	// 5 s, not 1 s: each send to the monitor is bounded by the interval
+	// (monitor.Options.SendTimeout is at most Interval), and at load the
+	// first Flush's send ran out of 1 s before failover's first attempt
+	// ("the call's context ended ... before the first attempt", errs2's
+	// run of go test -race ./config at 23:18 UTC).
+	mon := config.MonitorConfig{Interval: 5 * time.Second}
 	addrs := map[string]string{}
 	var provs []*config.Application
 	for _, name := range []string{"A", "B"} {
