@@ -152,6 +152,13 @@ var _ registry.Registry = (*Registry)(nil)
 // fires (its subscription receives from it, or it holds an event), and
 // the calls still in flight. settleFallback lets the requests go should
 // the packet not come although a watch seemed to be held.
+//
+// A request go-zookeeper queued before a disconnect is no request the
+// registry can hold: the library writes it first on the new connection.
+// So each connection also holds back, on its read side, the answers to
+// requests until the session settled (see handshakeConn.Read); holding
+// the write instead would stall the send loop, and the SetWatches packet
+// queued behind it.
 const settleFallback = 2 * time.Second
 
 // SetWatches opcodes (ZooKeeper 3.4's and 3.6's), and the ones that are
@@ -302,6 +309,9 @@ func handshakeDialer(limit time.Duration, socks *sockets, onSetWatches func()) z
 			return nil, err
 		}
 		hc := &handshakeConn{Conn: c, limit: limit, socks: socks, onSetWatches: onSetWatches}
+		if socks != nil {
+			hc.gate, hc.closing = make(chan struct{}), make(chan struct{})
+		}
 		if !socks.add(hc) {
 			c.Close()
 			return nil, ErrClosed
@@ -359,7 +369,21 @@ func (s *sockets) close() {
 	s.open = nil
 	s.mu.Unlock()
 	for c := range open {
+		c.shut()
 		_ = c.Conn.Close()
+	}
+}
+
+// release lets the answers through on every open connection (see
+// handshakeConn.Read): the session settled.
+func (s *sockets) release() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.open {
+		c.release()
 	}
 }
 
@@ -383,6 +407,126 @@ type handshakeConn struct {
 	// handshake other than a ping or credentials (0: none yet).
 	onSetWatches func()
 	firstOp      atomic.Int32
+
+	// The read gate (nil gate: none; see Read). gate is closed when the
+	// session settled (release), closing when the connection is closed
+	// (shut); open tells that gate is closed. auths are the xids of the
+	// credentials packets written whose answers have not come.
+	gate      chan struct{}
+	closing   chan struct{}
+	open      atomic.Bool
+	gateOnce  sync.Once
+	closeOnce sync.Once
+	authMu    sync.Mutex
+	auths     []int32
+	// The reading goroutine's own: frames counts the frames begun (the
+	// first is the handshake's answer), left the bytes of the current
+	// frame still to pass unparsed, pend bytes read but not handed over
+	// yet (a slice of hdr).
+	frames int
+	left   int
+	pend   []byte
+	hdr    [20]byte
+}
+
+// Read implements net.Conn. go-zookeeper (v1.0.4) re-sends its watches
+// (reading its last zxid unguarded) while its receive loop already reads
+// answers, and writes that zxid for every answer to a request (see
+// settleFallback). The registry's own requests wait for the session to
+// settle, but a request go-zookeeper queued before a disconnect is written
+// at once on the new connection. So, until the session settled (the
+// SetWatches packet is written, which go-zookeeper queues only after it
+// read the zxid, or the registry knows none is coming), an answer to a
+// request other than credentials (whose answers resendZkAuth waits for
+// before the send loop runs) is held back, and the bytes after it with
+// it: the stream is ordered. Pings and watch events ahead of it pass.
+// Once released, a Read costs a few comparisons more than the socket's.
+func (c *handshakeConn) Read(p []byte) (int, error) {
+	if c.gate == nil || (len(c.pend) == 0 && c.left == 0 && c.open.Load()) {
+		return c.Conn.Read(p)
+	}
+	if len(c.pend) > 0 {
+		n := copy(p, c.pend)
+		c.pend = c.pend[n:]
+		return n, nil
+	}
+	if c.left > 0 {
+		if len(p) > c.left {
+			p = p[:c.left]
+		}
+		n, err := c.Conn.Read(p)
+		c.left -= n
+		return n, err
+	}
+	// A frame begins: its length, then (for answers) the reply header
+	// xid int32, zxid int64, err int32. Errors end the connection (the
+	// receive loop closes it), so bytes read before one are not kept.
+	if _, err := io.ReadFull(c.Conn, c.hdr[:4]); err != nil {
+		return 0, err
+	}
+	c.frames++
+	blen := int(binary.BigEndian.Uint32(c.hdr[:4]))
+	if c.frames == 1 || blen < 16 {
+		// The handshake's answer, or no reply header: go-zookeeper
+		// judges it (and checks the length against its buffer).
+		c.pend, c.left = c.hdr[:4], blen
+		return c.Read(p)
+	}
+	if _, err := io.ReadFull(c.Conn, c.hdr[4:20]); err != nil {
+		return 0, err
+	}
+	c.pend, c.left = c.hdr[:20], blen-16
+	if xid := int32(binary.BigEndian.Uint32(c.hdr[4:8])); xid >= 0 && !c.authAnswer(xid) {
+		if h := testHookGateHeld.Load(); h != nil {
+			(*h)(c)
+		}
+		select {
+		case <-c.gate:
+		case <-c.closing:
+			return 0, net.ErrClosed
+		}
+	}
+	return c.Read(p)
+}
+
+// testHookGateHeld, when set (tests), runs when a Read holds an answer
+// back (see handshakeConn.Read).
+var testHookGateHeld atomic.Pointer[func(*handshakeConn)]
+
+// testHookSetWatches, when set (tests), runs before a SetWatches packet
+// is written.
+var testHookSetWatches atomic.Pointer[func(*handshakeConn)]
+
+// authAnswer reports (and forgets) whether xid is a credentials packet's.
+func (c *handshakeConn) authAnswer(xid int32) bool {
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	for i, a := range c.auths {
+		if a == xid {
+			c.auths = append(c.auths[:i], c.auths[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// release opens the read gate (see Read).
+func (c *handshakeConn) release() {
+	if c.gate == nil {
+		return
+	}
+	c.gateOnce.Do(func() {
+		c.open.Store(true)
+		close(c.gate)
+	})
+}
+
+// shut wakes a Read held at the gate: the connection is closed.
+func (c *handshakeConn) shut() {
+	if c.closing == nil {
+		return
+	}
+	c.closeOnce.Do(func() { close(c.closing) })
 }
 
 // Write implements net.Conn. go-zookeeper writes each packet with one
@@ -391,11 +535,24 @@ type handshakeConn struct {
 func (c *handshakeConn) Write(b []byte) (int, error) {
 	if c.done.Load() && len(b) >= 12 {
 		switch op := int32(binary.BigEndian.Uint32(b[8:12])); op {
-		case opPing, opSetAuth:
+		case opPing:
+		case opSetAuth:
+			if c.gate != nil && !c.open.Load() {
+				c.authMu.Lock()
+				c.auths = append(c.auths, int32(binary.BigEndian.Uint32(b[4:8])))
+				c.authMu.Unlock()
+			}
 		default:
 			c.firstOp.CompareAndSwap(0, op)
-			if (op == opSetWatches || op == opSetWatches2) && c.onSetWatches != nil {
-				c.onSetWatches()
+			if op == opSetWatches || op == opSetWatches2 {
+				if h := testHookSetWatches.Load(); h != nil {
+					(*h)(c)
+				}
+				if c.onSetWatches != nil {
+					c.onSetWatches()
+				}
+				// go-zookeeper read its last zxid before it queued this.
+				c.release()
 			}
 		}
 	}
@@ -405,6 +562,7 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 // Close implements net.Conn.
 func (c *handshakeConn) Close() error {
 	c.socks.remove(c)
+	c.shut()
 	return c.Conn.Close()
 }
 
@@ -554,6 +712,7 @@ func (r *Registry) trySettleLocked() {
 		r.settle.Stop()
 		r.settle = nil
 	}
+	r.socks.release()
 	r.kickAllLocked()
 }
 

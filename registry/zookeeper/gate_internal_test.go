@@ -1,0 +1,367 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/minidubbo/minidubbo/internal/zktest"
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// frame is a ZooKeeper answer: length, xid, zxid, err, then body.
+func frame(xid int32, zxid int64, body int) []byte {
+	b := make([]byte, 4+16+body)
+	binary.BigEndian.PutUint32(b[0:4], uint32(16+body))
+	binary.BigEndian.PutUint32(b[4:8], uint32(xid))
+	binary.BigEndian.PutUint64(b[8:16], uint64(zxid))
+	for i := 20; i < len(b); i++ {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// request is a request packet: length, xid, opcode, then a body.
+func request(xid, op int32) []byte {
+	b := make([]byte, 4+8+4)
+	binary.BigEndian.PutUint32(b[0:4], uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[4:8], uint32(xid))
+	binary.BigEndian.PutUint32(b[8:12], uint32(op))
+	return b
+}
+
+// gatePair dials a gated handshakeConn to a loopback listener and plays
+// the session handshake (a request, then a 36-byte answer read the way
+// go-zookeeper reads it), returning both ends.
+func gatePair(t *testing.T, socks *sockets, onSetWatches func()) (*handshakeConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	nc, err := handshakeDialer(time.Minute, socks, onSetWatches)("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nc.(*handshakeConn)
+	t.Cleanup(func() { c.Close() })
+	srv := <-accepted
+	if srv == nil {
+		t.Fatal("no connection accepted")
+	}
+	t.Cleanup(func() { srv.Close() })
+	_ = srv.SetDeadline(time.Now().Add(time.Minute))
+	if _, err := c.Write(make([]byte, 48)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(srv, make([]byte, 48)); err != nil {
+		t.Fatal(err)
+	}
+	answer := make([]byte, 40)
+	binary.BigEndian.PutUint32(answer, 36)
+	if _, err := srv.Write(answer); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.ReadFull(c, answer[:4]); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Time{}) // the handshake is done
+	if _, err := io.ReadFull(c, answer[:36]); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // bounds every read below
+	return c, srv
+}
+
+// readFrame reads one answer as go-zookeeper's receive loop does.
+func readFrame(c net.Conn) (xid int32, zxid int64, err error) {
+	var l [4]byte
+	if _, err := io.ReadFull(c, l[:]); err != nil {
+		return 0, 0, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(l[:]))
+	if _, err := io.ReadFull(c, b); err != nil {
+		return 0, 0, err
+	}
+	return int32(binary.BigEndian.Uint32(b[0:4])), int64(binary.BigEndian.Uint64(b[4:12])), nil
+}
+
+type answer struct {
+	xid  int32
+	zxid int64
+	err  error
+}
+
+// within bounds a wait in these tests.
+const within = 30 * time.Second
+
+func waitHeld(t *testing.T, held <-chan *handshakeConn, want *handshakeConn) {
+	t.Helper()
+	select {
+	case h := <-held:
+		if h != want {
+			t.Fatal("another connection held")
+		}
+	case <-time.After(within):
+		t.Fatalf("no answer held within %v", within)
+	}
+}
+
+func waitAnswer(t *testing.T, got <-chan answer) answer {
+	t.Helper()
+	select {
+	case a := <-got:
+		return a
+	case <-time.After(within):
+		t.Fatalf("no answer read within %v", within)
+		return answer{}
+	}
+}
+
+// holdHook reports each Read held at the gate on the returned channel.
+func holdHook(t *testing.T) <-chan *handshakeConn {
+	held := make(chan *handshakeConn, 8)
+	h := func(c *handshakeConn) { held <- c }
+	testHookGateHeld.Store(&h)
+	t.Cleanup(func() { testHookGateHeld.Store(nil) })
+	return held
+}
+
+// Until the SetWatches packet is written on a connection, an answer to a
+// request (xid >= 0, other than credentials) is not handed to
+// go-zookeeper: its receive loop would write the last zxid that
+// sendSetWatches may be reading. Pings, watch events and the credentials'
+// answers pass; so does everything once the packet is written.
+func TestGateHoldsAnswersUntilSetWatches(t *testing.T) {
+	held := holdHook(t)
+	setWatches := 0
+	c, srv := gatePair(t, &sockets{}, func() { setWatches++ })
+
+	if _, err := c.Write(request(1, opSetAuth)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range [][]byte{frame(-2, 0, 0), frame(-1, 0, 12), frame(1, 0, 0)} {
+		if _, err := srv.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []int32{-2, -1, 1} {
+		xid, _, err := readFrame(c)
+		if err != nil || xid != want {
+			t.Fatalf("read xid %d, %v; want %d passed", xid, err, want)
+		}
+	}
+
+	// A request queued before a disconnect, written at once: its answer,
+	// then a ping's.
+	if _, err := srv.Write(append(frame(7, 42, 30), frame(-2, 0, 0)...)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan answer, 2)
+	go func() {
+		for range 2 {
+			xid, zxid, err := readFrame(c)
+			got <- answer{xid, zxid, err}
+		}
+	}()
+	waitHeld(t, held, c)
+	select {
+	case a := <-got:
+		t.Fatalf("answer %+v handed over before the SetWatches packet was written", a)
+	default:
+	}
+	if _, err := c.Write(request(8, opSetWatches)); err != nil {
+		t.Fatal(err)
+	}
+	if setWatches != 1 {
+		t.Fatalf("onSetWatches called %d times, want 1", setWatches)
+	}
+	if a := waitAnswer(t, got); a.err != nil || a.xid != 7 || a.zxid != 42 {
+		t.Fatalf("after SetWatches: %+v, want xid 7 zxid 42", a)
+	}
+	if a := waitAnswer(t, got); a.err != nil || a.xid != -2 {
+		t.Fatalf("after SetWatches: %+v, want the ping's answer", a)
+	}
+	// Released: answers flow without the gate.
+	if _, err := srv.Write(frame(9, 43, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if xid, _, err := readFrame(c); err != nil || xid != 9 {
+		t.Fatalf("read xid %d, %v; want 9", xid, err)
+	}
+	// ... and cost no allocation.
+	f := frame(10, 44, 20)
+	var many []byte
+	for range 101 {
+		many = append(many, f...)
+	}
+	if _, err := srv.Write(many); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(f))
+	if allocs := testing.AllocsPerRun(100, func() {
+		if _, err := io.ReadFull(c, buf[:4]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf[4:]); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per answer read after release, want 0", allocs)
+	}
+	if len(held) != 0 {
+		t.Fatalf("%d more reads held", len(held))
+	}
+}
+
+// The registry releases its connections when the session settles without
+// a SetWatches packet (go-zookeeper holds no watch), and closing a
+// connection wakes a Read held at its gate.
+func TestGateReleasedBySettleOrClose(t *testing.T) {
+	held := holdHook(t)
+	socks := &sockets{}
+	c, srv := gatePair(t, socks, nil)
+	if _, err := srv.Write(frame(3, 5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan answer, 1)
+	go func() {
+		xid, zxid, err := readFrame(c)
+		got <- answer{xid, zxid, err}
+	}()
+	waitHeld(t, held, c)
+	socks.release()
+	if a := waitAnswer(t, got); a.err != nil || a.xid != 3 {
+		t.Fatalf("after release: %+v, want xid 3", a)
+	}
+
+	c2, srv2 := gatePair(t, &sockets{}, nil)
+	if _, err := srv2.Write(frame(4, 6, 0)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		xid, zxid, err := readFrame(c2)
+		got <- answer{xid, zxid, err}
+	}()
+	waitHeld(t, held, c2)
+	c2.Close()
+	if a := waitAnswer(t, got); !errors.Is(a.err, net.ErrClosed) {
+		t.Fatalf("held read after Close: %+v, want net.ErrClosed", a)
+	}
+}
+
+// A request go-zookeeper queued while the connection was down is written
+// first on the new one, before the SetWatches packet that re-sends the
+// watches; go-zookeeper read its last zxid for that packet before it
+// queued it. Here the SetWatches packet's write waits until the request
+// was answered (or its answer is held back): without the gate the receive
+// loop writes the last zxid unordered with that read, and -race reports
+// the library's race (go-zookeeper/zk#35). With it the answer waits until
+// the packet is written, and the request then succeeds.
+func TestQueuedRequestAnsweredAfterSetWatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	zkc := zktest.Start(t)
+	px := zktest.NewProxy(t, zkc.Servers[0].Addr)
+	r, err := New("zookeeper://"+px.Addr, Options{
+		Application:     "test",
+		SessionTimeout:  DefaultSessionTimeout,
+		RetryMin:        50 * time.Millisecond,
+		RetryMax:        500 * time.Millisecond,
+		WatchdogTimeout: time.Minute, // the proxy's refusals must not re-dial
+		RegisterWait:    30 * time.Second,
+		NoCacheFile:     true,
+		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	const iface = "test.Gate"
+	if err := r.Register(ctx, protocol.NewURL("dubbo", "127.0.0.1", 20611, iface, map[string]string{protocol.KeyInterface: iface})); err != nil {
+		t.Fatal(err)
+	}
+	lists := make(listsListener, 64)
+	c := protocol.NewURL("consumer", "127.0.0.1", 0, iface, map[string]string{protocol.KeyInterface: iface, protocol.KeySide: "consumer"})
+	if err := r.Subscribe(c, lists); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(ctx, t, lists, 1) // go-zookeeper holds a watch now
+
+	px.Block()
+	waitUntil(ctx, t, "disconnected", func() bool { return !r.Stats().HasSession })
+	sid := r.Stats().SessionID
+	r.mu.Lock()
+	conn := r.conn
+	r.mu.Unlock()
+	var existsErr error
+	answered := make(chan struct{}) // closed when Exists returned
+	go func() {
+		defer close(answered)
+		_, _, existsErr = conn.Exists("/")
+	}()
+	buf := make([]byte, 1<<20)
+	waitUntil(ctx, t, "request queued", func() bool { return queued(buf) })
+
+	held := make(chan struct{}, 8)
+	gh := func(*handshakeConn) { held <- struct{}{} }
+	testHookGateHeld.Store(&gh)
+	t.Cleanup(func() { testHookGateHeld.Store(nil) })
+	wasHeld, wasAnswered := false, false
+	var once sync.Once
+	hookDone := make(chan struct{})
+	sh := func(*handshakeConn) {
+		once.Do(func() {
+			defer close(hookDone)
+			select {
+			case <-held:
+				wasHeld = true
+			case <-answered:
+				wasAnswered = true
+			case <-ctx.Done():
+			}
+		})
+	}
+	testHookSetWatches.Store(&sh)
+	t.Cleanup(func() { testHookSetWatches.Store(nil) })
+	px.Unblock()
+
+	select {
+	case <-answered:
+		if existsErr != nil {
+			t.Fatalf("queued request: %v", existsErr)
+		}
+	case <-ctx.Done():
+		t.Fatal("the queued request was not answered")
+	}
+	waitUntil(ctx, t, "settled", func() bool { _, _, _, ok := r.ready(); return ok })
+	select {
+	case <-hookDone:
+	case <-ctx.Done():
+		t.Fatal("no SetWatches packet written")
+	}
+	if wasAnswered {
+		t.Fatal("the queued request was answered before the SetWatches packet was written")
+	}
+	if !wasHeld {
+		t.Fatal("no answer held back before the SetWatches packet was written")
+	}
+	if got := r.Stats().SessionID; got != sid {
+		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
+	}
+}
