@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/minidubbo/minidubbo/internal/zktest"
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -276,22 +272,7 @@ func TestGateReleasedBySettleOrClose(t *testing.T) {
 func TestQueuedRequestAnsweredAfterSetWatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	zkc := zktest.Start(t)
-	px := zktest.NewProxy(t, zkc.Servers[0].Addr)
-	r, err := New("zookeeper://"+px.Addr, Options{
-		Application:     "test",
-		SessionTimeout:  DefaultSessionTimeout,
-		RetryMin:        50 * time.Millisecond,
-		RetryMax:        500 * time.Millisecond,
-		WatchdogTimeout: time.Minute, // the proxy's refusals must not re-dial
-		RegisterWait:    30 * time.Second,
-		NoCacheFile:     true,
-		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r, px := proxiedRegistry(t)
 	const iface = "test.Gate"
 	if err := r.Register(ctx, protocol.NewURL("dubbo", "127.0.0.1", 20611, iface, map[string]string{protocol.KeyInterface: iface})); err != nil {
 		t.Fatal(err)

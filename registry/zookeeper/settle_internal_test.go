@@ -31,22 +31,7 @@ import (
 func TestRequestsWaitForWatchesResent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	zkc := zktest.Start(t)
-	px := zktest.NewProxy(t, zkc.Servers[0].Addr)
-	r, err := New("zookeeper://"+px.Addr, Options{
-		Application:     "test",
-		SessionTimeout:  DefaultSessionTimeout,
-		RetryMin:        50 * time.Millisecond,
-		RetryMax:        500 * time.Millisecond,
-		WatchdogTimeout: time.Minute, // the proxy's refusals must not re-dial
-		RegisterWait:    30 * time.Second,
-		NoCacheFile:     true,
-		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r, px := proxiedRegistry(t)
 	const iface = "test.Settle"
 	prov := func(port int) *protocol.URL {
 		return protocol.NewURL("dubbo", "127.0.0.1", port, iface, map[string]string{protocol.KeyInterface: iface})
@@ -189,4 +174,30 @@ func TestFiredWatchesForgotten(t *testing.T) {
 			t.Fatal("an unfired watch channel was forgotten")
 		}
 	}
+}
+
+// proxiedRegistry starts a ZooKeeper server and a registry that reaches
+// it through a zktest.Proxy (so a test can cut and hold the connection),
+// with quick retries, a watchdog that does not re-dial for a minute (the
+// proxy's refusals must not replace the session) and no cache file. The
+// registry is closed when the test ends.
+func proxiedRegistry(t *testing.T) (*Registry, *zktest.Proxy) {
+	t.Helper()
+	zkc := zktest.Start(t)
+	px := zktest.NewProxy(t, zkc.Servers[0].Addr)
+	r, err := New("zookeeper://"+px.Addr, Options{
+		Application:     "test",
+		SessionTimeout:  DefaultSessionTimeout,
+		RetryMin:        50 * time.Millisecond,
+		RetryMax:        500 * time.Millisecond,
+		WatchdogTimeout: time.Minute,
+		RegisterWait:    30 * time.Second,
+		NoCacheFile:     true,
+		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, px
 }
