@@ -153,6 +153,20 @@ func (l smallSends) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// serveSmallSends starts a Server with opts and h on a free port whose
+// connections have a 32 KiB send buffer (smallSends); it is closed when
+// the test ends.
+func serveSmallSends(t *testing.T, h transport.Handler, opts *transport.Options) (*transport.Server, string) {
+	t.Helper()
+	s := transport.NewServer(h, opts)
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
+	t.Cleanup(func() { s.Close(); <-served })
+	return s, l.Addr().String()
+}
+
 // TestBudgetBoundsFloodWithoutReading: 50 peers send 400 small requests
 // each and never read the 64 KiB answers (25 MiB each). With a 4 MiB
 // budget the answers the sockets do not take stop the reading of every
@@ -171,13 +185,7 @@ func TestBudgetBoundsFloodWithoutReading(t *testing.T) {
 		calls = 400
 		limit = 4 << 20
 	)
-	s := transport.NewServer(bigAnswers{}, &transport.Options{MaxMemory: limit, MaxPayload: 1 << 20, FrameTimeout: stallTimeout})
-	l, err := transport.Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
-	defer func() { s.Close(); <-served }()
-	addr := l.Addr().String()
+	s, addr := serveSmallSends(t, bigAnswers{}, &transport.Options{MaxMemory: limit, MaxPayload: 1 << 20, FrameTimeout: stallTimeout})
 	b := s.Budget()
 
 	var reqs []byte

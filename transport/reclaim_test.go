@@ -121,15 +121,10 @@ func TestReclaimFramesBehindPace(t *testing.T) {
 // of hanging, and the budget is given back.
 func TestReclaimPipelinedClientThatReadsLast(t *testing.T) {
 	h := newCloseLog(true)
-	s := transport.NewServer(h, &transport.Options{MaxMemory: 1 << 20, MaxPayload: 256 << 10, FrameTimeout: 300 * time.Millisecond})
-	l, err := transport.Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
-	defer func() { s.Close(); <-served }()
+	s, addr := serveSmallSends(t, h, &transport.Options{MaxMemory: 1 << 20, MaxPayload: 256 << 10, FrameTimeout: 300 * time.Millisecond})
 	b := s.Budget()
 
-	c, err := net.Dial("tcp", l.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(32<<10))
@@ -159,13 +154,7 @@ func TestReclaimPipelinedClientThatReadsLast(t *testing.T) {
 // necessarily).
 func TestReclaimLargestNonReader(t *testing.T) {
 	h := newCloseLog(false)
-	s := transport.NewServer(reclaimEcho{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 1 << 20, FrameTimeout: 300 * time.Millisecond})
-	l, err := transport.Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
-	defer func() { s.Close(); <-served }()
-	addr := l.Addr().String()
+	s, addr := serveSmallSends(t, reclaimEcho{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 1 << 20, FrameTimeout: 300 * time.Millisecond})
 	b := s.Budget()
 
 	var reqs []byte
@@ -235,13 +224,7 @@ func (h bigOnA) Serve(c *transport.Conn, f *transport.Buffer) {
 // closed it.)
 func TestReclaimSparesSlowReader(t *testing.T) {
 	h := newCloseLog(false)
-	s := transport.NewServer(bigOnA{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 7 << 19, FrameTimeout: time.Second})
-	l, err := transport.Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = s.Serve(smallSends{l}) }()
-	defer func() { s.Close(); <-served }()
-	addr := l.Addr().String()
+	s, addr := serveSmallSends(t, bigOnA{h}, &transport.Options{MaxMemory: 4 << 20, MaxPayload: 7 << 19, FrameTimeout: time.Second})
 
 	slow, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
