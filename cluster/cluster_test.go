@@ -120,16 +120,22 @@ func TestNoProviderExplained(t *testing.T) {
 	assert.Equal(t, int64(5), explained.Load())
 }
 
+// failoverModes are the two ways a failover test calls: through the
+// cluster invoker (which makes failover's first attempt itself) and
+// through the strategy's own Invoke.
+var failoverModes = map[string]func(c *Invoker, ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error){
+	"invoker": func(c *Invoker, ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+		return c.Invoke(ctx, inv)
+	},
+	"strategy": func(c *Invoker, ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
+		return c.strategy.Invoke(ctx, c, inv)
+	},
+}
+
 // TestFailover runs each case through the cluster invoker (which makes
 // failover's first attempt itself) and through the strategy's own Invoke.
 func TestFailover(t *testing.T) {
-	for _, mode := range []string{"invoker", "strategy"} {
-		call := func(c *Invoker, ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
-			if mode == "strategy" {
-				return c.strategy.Invoke(ctx, c, inv)
-			}
-			return c.Invoke(ctx, inv)
-		}
+	for mode, call := range failoverModes {
 		t.Run(mode, func(t *testing.T) {
 			connLost := func(context.Context, int64) error { return status.ErrConnLost }
 			t.Run("retries on other providers until one answers", func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -16,13 +15,7 @@ import (
 // what stopped it; the context's error and every attempt's error stay in
 // the chain. Through the cluster invoker and the strategy's own Invoke.
 func TestFailoverCountsOnlyAttempts(t *testing.T) {
-	for _, mode := range []string{"invoker", "strategy"} {
-		call := func(c *Invoker, ctx context.Context, inv *protocol.Invocation) (*protocol.Result, error) {
-			if mode == "strategy" {
-				return c.strategy.Invoke(ctx, c, inv)
-			}
-			return c.Invoke(ctx, inv)
-		}
+	for mode, call := range failoverModes {
 		t.Run(mode, func(t *testing.T) {
 			t.Run("context ends after the first attempt", func(t *testing.T) {
 				ctx, cancel := context.WithCancel(testCtx(t))
