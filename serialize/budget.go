@@ -376,14 +376,14 @@ func (w *walker) mapValue(t reflect.Type, n, depth int) {
 	case t.Kind() == reflect.Struct:
 		fs := fieldsOf(t)
 		for i := 0; i < n && w.err == nil; i++ {
-			name, ok := w.peekString()
+			name, ok := w.peekKey()
 			if !ok {
 				w.value(nil, depth+1)
 				w.value(nil, depth+1)
 				continue
 			}
 			w.value(nil, depth+1) // the key: matched in place, not kept
-			w.value(fs.byName[name], depth+1)
+			w.value(fs.byName[string(name)], depth+1)
 		}
 	default: // interface: map[string]any
 		w.charge(int64(n)*(strSize+ifaceSize+mapEntryOverhead) + 48 + ifaceSize)
@@ -396,8 +396,15 @@ func (w *walker) mapValue(t reflect.Type, n, depth int) {
 
 // peekString returns the string at w.p without moving, if there is one.
 func (w *walker) peekString() (string, bool) {
+	b, ok := w.peekKey()
+	return string(b), ok
+}
+
+// peekKey is peekString without a copy: the string's bytes in the input
+// (a map index by string(key) copies nothing either).
+func (w *walker) peekKey() ([]byte, bool) {
 	if w.p >= len(w.data) {
-		return "", false
+		return nil, false
 	}
 	c := w.data[w.p]
 	start, n := w.p+1, 0
@@ -409,12 +416,12 @@ func (w *walker) peekString() (string, bool) {
 	case c == 0xda && start+1 < len(w.data):
 		n, start = int(w.data[start])<<8|int(w.data[start+1]), start+2
 	default:
-		return "", false
+		return nil, false
 	}
 	if start+n > len(w.data) {
-		return "", false
+		return nil, false
 	}
-	return string(w.data[start : start+n]), true
+	return w.data[start : start+n], true
 }
 
 // structFields is how msgpack/v5 names the fields of a struct: the

@@ -72,16 +72,50 @@ func explain(data []byte, start int, t reflect.Type, err error) error {
 // value.
 type kindChecker struct {
 	walker
-	path []string
+	path []step
 }
+
+// step is one level of a kindChecker's path, kept unformatted: the walk
+// passes every element and entry of a value that may be as long as the
+// body, and a path formatted at each (an index or a quoted key per
+// element) cost 16 bytes and more per input byte for a mismatch found
+// nowhere or at the end; only the path of the mismatch is formatted.
+type step struct {
+	kind  stepKind
+	index int    // stepIndex: the element's index
+	key   []byte // stepField, stepKey: the name or key, in the input
+}
+
+type stepKind uint8
+
+const (
+	stepIndex    stepKind = iota // [3]
+	stepField                    // .name
+	stepKey                      // ["k"]
+	stepMapKey                   // .(key)
+	stepOtherKey                 // […]
+)
 
 func (k *kindChecker) pathString() string {
 	var b strings.Builder
-	for i, p := range k.path {
-		if i > 0 && !strings.HasPrefix(p, "[") {
-			b.WriteByte('.')
+	for i, s := range k.path {
+		switch s.kind {
+		case stepIndex:
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		case stepKey:
+			b.WriteString("[" + strconv.Quote(string(s.key)) + "]")
+		case stepOtherKey:
+			b.WriteString("[…]")
+		default:
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			if s.kind == stepMapKey {
+				b.WriteString("(key)")
+			} else {
+				b.Write(s.key)
+			}
 		}
-		b.WriteString(p)
 	}
 	return b.String()
 }
@@ -108,7 +142,7 @@ func (k *kindChecker) check(t reflect.Type, depth int) *TypeError {
 	case gotArray:
 		n := k.header(c)
 		for i := 0; i < n && k.err == nil; i++ {
-			k.path = append(k.path, "["+strconv.Itoa(i)+"]")
+			k.path = append(k.path, step{kind: stepIndex, index: i})
 			if te := k.check(elemAt(t, i), depth+1); te != nil {
 				return te
 			}
@@ -117,15 +151,15 @@ func (k *kindChecker) check(t reflect.Type, depth int) *TypeError {
 	case gotMap:
 		n := k.header(c)
 		for i := 0; i < n && k.err == nil; i++ {
-			key, isStr := k.peekString()
+			key, isStr := k.peekKey()
 			var vt reflect.Type
 			if t.Kind() == reflect.Struct {
 				k.value(nil, depth+1)
 				if isStr {
-					vt = fieldsOf(t).byName[key]
+					vt = fieldsOf(t).byName[string(key)]
 				}
 			} else {
-				k.path = append(k.path, "(key)")
+				k.path = append(k.path, step{kind: stepMapKey})
 				if te := k.check(t.Key(), depth+1); te != nil {
 					return te
 				}
@@ -134,11 +168,11 @@ func (k *kindChecker) check(t reflect.Type, depth int) *TypeError {
 			}
 			switch {
 			case t.Kind() == reflect.Struct:
-				k.path = append(k.path, key)
+				k.path = append(k.path, step{kind: stepField, key: key})
 			case isStr:
-				k.path = append(k.path, "["+strconv.Quote(key)+"]")
+				k.path = append(k.path, step{kind: stepKey, key: key})
 			default:
-				k.path = append(k.path, "[…]")
+				k.path = append(k.path, step{kind: stepOtherKey})
 			}
 			if te := k.check(vt, depth+1); te != nil {
 				return te

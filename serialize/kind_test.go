@@ -1,7 +1,9 @@
 package serialize_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -169,4 +171,59 @@ func FuzzTypeErrors(f *testing.F) {
 			d.Release()
 		}
 	})
+}
+
+// TestTypeErrorWithinBudget: a body that fails to decode is explained (the
+// walk that finds where it went wrong) within the allocation budget of
+// its length, however many elements and entries the walk passes: the
+// walk used to format a path step (an index, a quoted key) at each of
+// them, 16 bytes and more per input byte when the mismatch came last or
+// nowhere (1 MiB of nils into []byte: 16.8 MB allocated; 1 MiB of map
+// entries with keys that quote long: 21.1 MB).
+func TestTypeErrorWithinBudget(t *testing.T) {
+	const n = 1 << 20
+	nils := append([]byte{0xdd, 0x00, 0x10, 0x00, 0x00}, bytes.Repeat([]byte{0xc0}, n)...)
+	// 8,192 entries, each key "kNNNNNN" and 113 bytes 0x01 (which a
+	// quoted key writes as \x01, 4 bytes each), its value nil, the last
+	// one's an integer.
+	const entries = 8192
+	keyed := []byte{0xde, entries >> 8, entries & 0xff}
+	for i := range entries {
+		keyed = append(keyed, 0xd9, 120)
+		keyed = append(keyed, fmt.Sprintf("k%06d", i)...)
+		keyed = append(keyed, bytes.Repeat([]byte{0x01}, 113)...)
+		if i == entries-1 {
+			keyed = append(keyed, 0x2a)
+		} else {
+			keyed = append(keyed, 0xc0)
+		}
+	}
+	s := serialize.NewMsgpack()
+	cases := []struct {
+		name string
+		data []byte
+		into func() any
+		want string // in the error
+	}{
+		{"1 MiB of nils into []byte", nils, func() any { return new([]byte) }, "decoding string/bytes length"},
+		{"1 MiB of nils into [4]byte", nils, func() any { return new([4]byte) }, "decoding string/bytes length"},
+		{"8 Ki string keys into map[string]string, the last value wrong", keyed, func() any { return new(map[string]string) },
+			`["k008191\x01\x01`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			got := allocated(func() {
+				dec, e := s.NewDecoder(c.data)
+				require.NoError(t, e)
+				err = dec.Decode(c.into())
+				dec.Release()
+			})
+			require.Error(t, err)
+			require.ErrorContains(t, err, c.want)
+			budget := uint64(serialize.DefaultAllocFactor*len(c.data) + serialize.DefaultAllocSlack)
+			require.Less(t, got, budget, "allocated %d bytes for %d bytes of input (%.1f×)", got, len(c.data), float64(got)/float64(len(c.data)))
+			t.Logf("%d bytes of input: %d bytes allocated (%.2f×)", len(c.data), got, float64(got)/float64(len(c.data)))
+		})
+	}
 }
