@@ -62,3 +62,10 @@ func BudgetState(b *Budget) string {
 	}
 	return s
 }
+
+// OnStuckClosed has f told, until the returned func is called, how many
+// peers that took none of their answers each look of a reclaimer closed.
+func OnStuckClosed(f func(closed int)) (undo func()) {
+	testHookStuckClosed.Store(&f)
+	return func() { testHookStuckClosed.Store(nil) }
+}

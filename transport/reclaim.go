@@ -158,7 +158,7 @@ func (b *Budget) reclaim() {
 			need = b.queue[0].need
 		}
 		b.mu.Unlock()
-		used, freed := b.used.Load(), int64(0)
+		used, freed, closed := b.used.Load(), int64(0), 0
 		for i, s := range stuck {
 			if i > 0 && used-freed+need <= b.limit {
 				break
@@ -167,6 +167,10 @@ func (b *Budget) reclaim() {
 				"%w: %s took none of its answers (%d bytes queued) for %v, while other connections waited for memory",
 				ErrSlowPeer, s.c.nc.RemoteAddr(), s.queued, s.c.opts.FrameTimeout))
 			freed += int64(s.queued)
+			closed++
+		}
+		if h := testHookStuckClosed.Load(); h != nil {
+			(*h)(closed)
 		}
 	}
 
@@ -231,6 +235,10 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 	got += int64(socketUnread(c.nc))
 	return got, size, took, got+readStep < want
 }
+
+// testHookStuckClosed, when set (tests), is told how many peers that
+// took none of their answers one look of the reclaimer closed.
+var testHookStuckClosed atomic.Pointer[func(closed int)]
 
 // testHookPaceLoaded, when set (tests), runs in behindPace between its
 // read of the frame's start and its reads of the frame's size and bytes.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,4 +258,150 @@ func TestReclaimSparesSlowReader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, body, string(echo[transport.HeaderSize:]))
 	require.Zero(t, s.Reclaimed())
+}
+
+// frozenFrom is a listener whose connections from ip never take a byte
+// of what is written to them: a write waits until the connection is
+// closed or given a write deadline (a graceful close), so their answers
+// stay queued whole, with no progress, from the first write on.
+type frozenFrom struct {
+	net.Listener
+	ip string
+}
+
+func (l frozenFrom) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil && c.RemoteAddr().(*net.TCPAddr).IP.String() == l.ip {
+		return &frozenWrites{Conn: c, done: make(chan struct{})}, nil
+	}
+	return c, err
+}
+
+type frozenWrites struct {
+	net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *frozenWrites) Write([]byte) (int, error) {
+	<-c.done
+	return 0, net.ErrClosed
+}
+
+func (c *frozenWrites) SetWriteDeadline(time.Time) error {
+	c.once.Do(func() { close(c.done) })
+	return nil
+}
+
+func (c *frozenWrites) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// mibOnA answers a frame whose body is "A" with a 1 MiB frame.
+type mibOnA struct{ *closeLog }
+
+func (h mibOnA) Serve(c *transport.Conn, f *transport.Buffer) {
+	f.Release()
+	a := transport.GetBuffer()
+	a.Grow(transport.HeaderSize + 1<<20)
+	a.B = append(a.B, header(1, 1<<20)...)
+	a.B = a.B[:transport.HeaderSize+1<<20]
+	_ = c.Send(a)
+}
+
+// dialFrom dials addr from the loopback address ip (127.0.0.2 and up
+// work on Linux), so that a server sees a peer of its own.
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestReclaimEnoughForReservedFrame: three peers never take their 1 MiB
+// answers, which with a frame the handler keeps use up a 4 MiB budget;
+// the keeper's connection then waits with a 3000-byte frame (the first
+// in the queue: the smallest) and another peer with a 2.5 MiB frame, for
+// which the budget is reserved. When the non-readers have taken nothing
+// for FrameTimeout, one look of the reclaimer closes all three, enough
+// for the reserved frame, not only for the smallest waiting one (which
+// the reservation does not let in: 5ec4eaf; before it one look closed
+// one non-reader, and the reserved frame waited a look per non-reader).
+// Both waiting frames are then read.
+func TestReclaimEnoughForReservedFrame(t *testing.T) {
+	const big = 5 << 19
+	shared := transport.NewBudget(4 << 20)
+	h := newCloseLog(false)
+	frozen := transport.NewServer(mibOnA{h}, &transport.Options{Budget: shared, FrameTimeout: 3 * time.Second})
+	l, err := transport.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = frozen.Serve(frozenFrom{l, "127.0.0.2"}) }()
+	t.Cleanup(func() { frozen.Close(); <-served })
+	k := keeper{kept: make(chan *transport.Buffer, 4)}
+	s, addr := serve(t, k, &transport.Options{Budget: shared, MaxPayload: big, FrameTimeout: time.Second})
+
+	looks := make(chan int, 100)
+	defer transport.OnStuckClosed(func(n int) { looks <- n })()
+
+	for range 3 {
+		_, err := dialFrom(t, "127.0.0.2", l.Addr().String()).Write(frame(1, "A").B)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return shared.Used() >= 3*(transport.HeaderSize+1<<20) }, 10*time.Second, time.Millisecond,
+		"three answers queued")
+	holder, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer holder.Close()
+	go func() { _, _ = holder.Write(wholeFrame(2, shared.Limit()-shared.Used()-transport.HeaderSize-1024)) }()
+	var kept []*transport.Buffer
+	defer func() {
+		for _, f := range kept {
+			f.Release()
+		}
+	}()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	select {
+	case f := <-k.kept:
+		kept = append(kept, f)
+	case <-timeout.C:
+		t.Fatal("the holder's frame was not read")
+	}
+	small := frame(3, strings.Repeat("s", 3000)).B
+	_, err = holder.Write(small)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond, "the small frame waits")
+	waiter, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer waiter.Close()
+	go func() { _, _ = waiter.Write(wholeFrame(4, big)) }() // waits in TCP
+	require.Eventually(t, func() bool { return transport.Reservations(shared) == 1 }, 10*time.Second, time.Millisecond,
+		"the budget is reserved for the 2.5 MiB frame: %s", transport.BudgetState(shared))
+
+	select {
+	case n := <-looks:
+		require.Equal(t, 3, n, "non-readers closed by the look that closed the first: %s", transport.BudgetState(shared))
+	case <-timeout.C:
+		t.Fatalf("no non-reader closed: %s", transport.BudgetState(shared))
+	}
+	select {
+	case f := <-k.kept:
+		kept = append(kept, f)
+		require.Len(t, f.B, transport.HeaderSize+big)
+	case <-timeout.C:
+		t.Fatalf("the reserved frame was not read: %s", transport.BudgetState(shared))
+	}
+	politeEcho := make([]byte, len(small))
+	_ = holder.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadFull(holder, politeEcho)
+	require.NoError(t, err)
+	require.Equal(t, small, politeEcho)
+	for _, err := range closeErrors(t, h, 3) {
+		require.ErrorIs(t, err, transport.ErrSlowPeer)
+	}
+	require.Equal(t, uint64(3), frozen.Reclaimed())
 }
