@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/minidubbo/minidubbo/internal/peertext"
 	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -57,10 +61,13 @@ type Client struct {
 
 	readOnly atomic.Bool
 	late     atomic.Uint64
-	inline   atomic.Uint64 // requests their callers wrote (tests, benchmarks)
-	led      atomic.Uint64 // calls whose callers read the connection (tests, benchmarks)
-	stops    atomic.Uint64 // reading callers stopped by their deadlines or contexts (tests)
-	wg       sync.WaitGroup
+	// strayed is set once a response came for an id this client never
+	// sent (logged once).
+	strayed atomic.Bool
+	inline  atomic.Uint64 // requests their callers wrote (tests, benchmarks)
+	led     atomic.Uint64 // calls whose callers read the connection (tests, benchmarks)
+	stops   atomic.Uint64 // reading callers stopped by their deadlines or contexts (tests)
+	wg      sync.WaitGroup
 }
 
 // Holders of a client's reading role.
@@ -298,7 +305,10 @@ func (c *Client) ReadOnly() bool { return c.readOnly.Load() }
 func (c *Client) Available() bool { return !c.readOnly.Load() && c.Err() == nil }
 
 // Late returns how many responses arrived after their call had ended (by
-// timeout or cancellation) and were dropped.
+// timeout or cancellation) and were dropped, with the responses for ids
+// the client never sent, which a broken or hostile provider may send.
+// Each costs one read of the frame, released at once; the connection is
+// kept (the first for an id never sent is logged, once per client).
 func (c *Client) Late() uint64 { return c.late.Load() }
 
 // Pending returns the number of calls waiting for a response.
@@ -573,7 +583,7 @@ func (c *Client) CallAt(ctx context.Context, now time.Time, timeout time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	return checkStatus(resp)
+	return c.checkStatus(resp)
 }
 
 // timeoutError is the error of a call whose deadline passed after d: the
@@ -596,20 +606,33 @@ func ctxError(ctx context.Context, d time.Duration) error {
 	return fmt.Errorf("exchange: call abandoned: %w", context.Cause(ctx))
 }
 
+// MaxStatusMessage bounds the message of a non-OK response, which is
+// the provider's text: a longer one is cut (saying how many bytes were),
+// and control characters other than newline and tab, and invalid UTF-8,
+// become U+FFFD, so that a provider cannot put megabytes or terminal
+// escapes into a caller's errors and logs.
+const MaxStatusMessage = 4 << 10
+
 // checkStatus returns resp if its status is OK, else releases it and
-// returns its *status.Error.
-func checkStatus(resp *transport.Buffer) (*transport.Buffer, error) {
+// returns its *status.Error; one of a status no provider of this
+// framework sends (which matches status.ErrBadResponse) says so, and
+// names the provider.
+func (c *Client) checkStatus(resp *transport.Buffer) (*transport.Buffer, error) {
 	st := status.Code(resp.B[3])
 	if st == status.OK {
 		return resp, nil
 	}
-	err := &status.Error{Code: st, Message: string(Body(resp))}
+	err := &status.Error{Code: st, Message: peertext.String(Body(resp), MaxStatusMessage)}
+	if st.Err() == status.ErrBadResponse && st != status.BadResponse {
+		err.Message = fmt.Sprintf("provider %s answered with unknown status %d: %q", c.conn.RemoteAddr(), byte(st), err.Message)
+	}
 	resp.Release()
 	return nil, err
 }
 
 // Future is the pending result of an asynchronous call.
 type Future struct {
+	c     *Client
 	cl    *call
 	taken atomic.Bool
 }
@@ -630,7 +653,7 @@ func (f *Future) Result() (*transport.Buffer, error) {
 	}
 	resp := f.cl.frame
 	f.cl.frame = nil
-	return checkStatus(resp)
+	return f.c.checkStatus(resp)
 }
 
 var errResultTaken = errors.New("exchange: the future's result was already taken")
@@ -644,7 +667,7 @@ func (c *Client) Go(ctx context.Context, timeout time.Duration, ser byte, f *tra
 	// spliced bytes are copied into the frame before anything is sent.
 	f.Own()
 	cl := &call{done: make(chan struct{}), async: true, slot: -1}
-	fut := &Future{cl: cl}
+	fut := &Future{c: c, cl: cl}
 	d, hasDeadline, fromCtx := deadline(ctx, timeout)
 	if hasDeadline && d <= 0 {
 		f.Release()
@@ -713,6 +736,10 @@ func (c *Client) complete(id uint64, f *transport.Buffer) {
 	if cl == nil {
 		c.late.Add(1)
 		f.Release()
+		if id > c.nextID.Load() && !c.strayed.Swap(true) {
+			c.opts.Logger.Warn("provider answered a request this consumer never sent (dropped, counted in Late; logged once per connection)",
+				zap.Stringer("provider", c.conn.RemoteAddr()), zap.Uint64("id", id))
+		}
 		return
 	}
 	cl.frame = f
@@ -794,6 +821,11 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 	if errors.Is(err, transport.ErrClosed) {
 		callErr, clientErr = status.ErrClosed, status.ErrClosed
 	} else {
+		if addr := conn.RemoteAddr().String(); !strings.Contains(err.Error(), addr) {
+			// Whose bytes were wrong (a bad magic, a frame over the
+			// limit, the end of the stream): the provider's.
+			err = fmt.Errorf("provider %s: %w", addr, err)
+		}
 		if !errors.Is(err, status.ErrConnLost) {
 			err = fmt.Errorf("%w: %w", status.ErrConnLost, err)
 		}

@@ -100,7 +100,8 @@ func TestProviderTimeoutIsTheSameError(t *testing.T) {
 }
 
 // TestConnLostKeepsItsCause: a response over the consumer's payload limit
-// kills the connection; the caller reads why, not a bare "connection lost".
+// kills the connection; the caller reads why and from which provider, not
+// a bare "connection lost".
 func TestConnLostKeepsItsCause(t *testing.T) {
 	ctx := testCtx(t)
 	_, inv, _ := setup(t, nil, &dubboOptions{MaxPayload: 64 << 10})
@@ -108,5 +109,6 @@ func TestConnLostKeepsItsCause(t *testing.T) {
 	require.ErrorIs(t, err, status.ErrConnLost)
 	require.ErrorIs(t, err, transport.ErrFrameTooLarge)
 	require.True(t, errors.Is(err, status.ErrConnLost) && protocol.Retryable(err))
-	require.ErrorContains(t, err, "connection lost: transport: frame too large: body of")
+	require.ErrorContains(t, err, "connection lost: provider 127.0.0.1:")
+	require.ErrorContains(t, err, ": transport: frame too large: body of")
 }
