@@ -433,7 +433,10 @@ type known struct {
 func (c *Config) validate(k known) error {
 	loadBalances, clusters := k.loadBalances, k.clusters
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	bad := func(format string, args ...any) {
+		err := fmt.Errorf(format, args...)
+		errs = append(errs, &KeyError{Key: keyOf(err.Error()), Err: fmt.Errorf("config: %w", err)})
+	}
 	if c.Application.Name == "" {
 		c.Application.Name = "minidubbo"
 	}

@@ -79,8 +79,11 @@ func (a *Application) serve(id string, impl any) (*export, ServiceConfig, error)
 	exp, err := a.protos.ExportTLS(&urlInvoker{Invoker: protocol.Chain(prov, a.providerFilters(sc, counting)...), url: u}, a.tls.server[sc.Protocol])
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, sc, fmt.Errorf("config: export %s: %w (port %d of protocols.%s is taken by another process: "+
-				"set protocols.%s.port to a free port, or 0 for any free port)", id, err, u.Port, sc.Protocol, sc.Protocol)
+			return nil, sc, &KeyError{
+				Key:    "protocols." + sc.Protocol + ".port",
+				Advice: "set protocols." + sc.Protocol + ".port to a free port, or 0 for any free port",
+				Err:    fmt.Errorf("config: export %s: %w: port %d of protocols.%s is taken by another process", id, err, u.Port, sc.Protocol),
+			}
 		}
 		return nil, sc, fmt.Errorf("config: export %s: %w", id, err)
 	}

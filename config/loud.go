@@ -89,9 +89,13 @@ func (a *Application) awaitRegistry(ctx context.Context, id string, r registry.R
 		case <-deadline.C:
 		case <-ctx.Done():
 		}
-		return fmt.Errorf("%w: registry %s (%s) did not answer within %v; %s not registered "+
-			"(set registries.%s.check: false to register in the background once it answers)",
-			ErrRegistryUnreachable, id, rc.Address, rc.Timeout, what, id)
+		return &KeyError{
+			Key: "registries." + id + ".address",
+			Advice: "is the registry running at that address? Or set registries." + id +
+				".check: false to register in the background once it answers",
+			Err: fmt.Errorf("%w: registry %s (%s) did not answer within %v; %s not registered",
+				ErrRegistryUnreachable, id, rc.Address, rc.Timeout, what),
+		}
 	}
 }
 

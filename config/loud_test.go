@@ -45,7 +45,16 @@ func TestExportFailsWhenRegistryUnreachable(t *testing.T) {
 	_, err = app.Export(ctx, "orders", &orders{})
 	require.ErrorIs(t, err, config.ErrRegistryUnreachable)
 	assert.EqualError(t, err, "config: export orders: registry unreachable: registry zk ("+addr+") did not answer within 300ms; "+
-		"service orders not registered (set registries.zk.check: false to register in the background once it answers)")
+		"service orders not registered (is the registry running at that address? "+
+		"Or set registries.zk.check: false to register in the background once it answers)")
+	var ke *config.KeyError
+	require.ErrorAs(t, err, &ke)
+	assert.Equal(t, "registries.zk.address", ke.Key)
+	// A program with its own advice drops config's; the chain stays.
+	bare := config.WithoutAdvice(err)
+	assert.EqualError(t, bare, "config: export orders: registry unreachable: registry zk ("+addr+") did not answer within 300ms; "+
+		"service orders not registered")
+	assert.ErrorIs(t, bare, config.ErrRegistryUnreachable)
 }
 
 // With check: false, Export serves and registers in the background.

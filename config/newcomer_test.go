@@ -63,8 +63,12 @@ func TestExportPortInUseSaysWhatToChange(t *testing.T) {
 	_, err = app.Export(ctx, "orders", &orders{})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, syscall.EADDRINUSE)
-	assert.Contains(t, err.Error(), "port "+strconv.Itoa(port)+" of protocols.dubbo is taken by another process: "+
-		"set protocols.dubbo.port to a free port, or 0 for any free port")
+	assert.Contains(t, err.Error(), ": bind: address already in use: port "+strconv.Itoa(port)+" of protocols.dubbo is taken by another process "+
+		"(set protocols.dubbo.port to a free port, or 0 for any free port)")
+	var ke *config.KeyError
+	require.ErrorAs(t, err, &ke)
+	assert.Equal(t, "protocols.dubbo.port", ke.Key)
+	assert.NotContains(t, config.WithoutAdvice(err).Error(), "set protocols")
 }
 
 // Refer with Check against a ZooKeeper that is not there says the registry
@@ -202,4 +206,28 @@ func TestYAMLWrongShapes(t *testing.T) {
 		_, err := config.Parse(strings.NewReader(in))
 		assert.NoError(t, err, in)
 	}
+}
+
+// Every error of New's validation is a KeyError naming its key's path, so
+// a program that fills Config from flags can name its flag instead
+// (greeter.FlagHint) without matching config's wording.
+func TestValidationErrorsAreKeyErrors(t *testing.T) {
+	retries := -1
+	_, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://keys"}},
+		References: map[string]config.ReferenceConfig{"greeter": {Interface: "demo.Greeter", LoadBalance: "rr", Retries: &retries}},
+		Monitor:    config.MonitorConfig{Interval: 10 * time.Millisecond},
+	})
+	require.Error(t, err)
+	joined, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok, "%T", err)
+	var keys []string
+	for _, e := range joined.Unwrap() {
+		var ke *config.KeyError
+		require.ErrorAs(t, e, &ke, "%v", e)
+		assert.True(t, strings.HasPrefix(e.Error(), "config: "+ke.Key), "%q does not begin with its key %q", e, ke.Key)
+		assert.Empty(t, ke.Advice)
+		keys = append(keys, ke.Key)
+	}
+	assert.Equal(t, []string{"monitor.interval", "references.greeter.loadbalance", "references.greeter.retries"}, keys)
 }

@@ -71,6 +71,12 @@ func TestProviderAndConsumer(t *testing.T) {
 	assert.Contains(t, string(out), "no service demo.Greeter on port")
 	assert.Contains(t, string(out), "a service is found by its interface, version and group together")
 
+	// A second provider on the same address says what holds it and what to do.
+	out, err = exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", addr).CombinedOutput()
+	require.Error(t, err)
+	assert.True(t, strings.HasSuffix(string(out), "bind: address already in use\n(another process serves on "+addr+
+		", perhaps a provider started before: stop it, or give -addr another port, -addr 127.0.0.1:0 for any free one)\n"), "%s", out)
+
 	require.NoError(t, provider.Process.Signal(os.Interrupt))
 	var rest []string
 	for lines.Scan() {

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -46,6 +47,10 @@ func run(addr string) error {
 		return err
 	}
 	exp, err := p.Export(inv)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w\n(another process serves on %s, perhaps a provider started before: "+
+			"stop it, or give -addr another port, -addr 127.0.0.1:0 for any free one)", err, addr)
+	}
 	if err != nil {
 		return err
 	}

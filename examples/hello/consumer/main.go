@@ -100,7 +100,7 @@ func run() (int, error) {
 			"monitor.interval":               "-report-interval",
 			"monitor.address":                "-monitor",
 			"monitor.metrics":                "-metrics",
-		})
+		}, "")
 	}
 	defer app.Shutdown(context.Background())
 	ctx := context.Background()

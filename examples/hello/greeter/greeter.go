@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -62,18 +61,19 @@ func (s *Service) SayHello(ctx context.Context, name string) (*Reply, error) {
 // RegistryHint puts what to do, in the example's own terms (its
 // -registry flag, make zk-start), before err when err says the registry at
 // address did not answer (config.ErrRegistryUnreachable) or that it lists
-// no provider (cluster.ErrNoProvider): config's error, which follows on
-// the next line, speaks of YAML keys the example's user never wrote.
-// Other errors are returned as they are. The result wraps err.
+// no provider (cluster.ErrNoProvider). config's error follows on the next
+// line without its own advice, which speaks of YAML keys the example's
+// user never wrote (config.WithoutAdvice). Other errors are returned as
+// they are. The result wraps err.
 func RegistryHint(err error, address string) error {
 	switch {
 	case errors.Is(err, config.ErrRegistryUnreachable):
 		return fmt.Errorf("the registry at %s did not answer: is ZooKeeper running there? "+
 			"(in the minidubbo directory, make zk-start starts one on 127.0.0.1:2181; "+
-			"for one elsewhere, give -registry zookeeper://HOST:PORT)\n%w", address, err)
+			"for one elsewhere, give -registry zookeeper://HOST:PORT)\n%w", address, config.WithoutAdvice(err))
 	case errors.Is(err, cluster.ErrNoProvider):
 		return fmt.Errorf("no provider of %s in the registry at %s: start one first "+
-			"(go run ./examples/hello/provider -registry %s)\n%w", Interface, address, address, err)
+			"(go run ./examples/hello/provider -registry %s)\n%w", Interface, address, address, config.WithoutAdvice(err))
 	}
 	return err
 }
@@ -81,20 +81,23 @@ func RegistryHint(err error, address string) error {
 // FlagHint names the flag behind a configuration error, for a program
 // that fills config.Config from its flags: config's errors name YAML keys
 // (references.greeter.loadbalance) that the program's user never wrote.
-// When err is about one of keys (a key's path in the configuration, mapped
-// to its flag), the flag comes first: "-loadbalance: config:
-// references.greeter.loadbalance: unknown ...". Other errors are returned
-// as they are. The result wraps err.
-func FlagHint(err error, keys map[string]string) error {
-	if err == nil {
-		return nil
+// When the first config.KeyError in err is about one of keys (a key's
+// path, mapped to its flag), the flag comes first and config's advice,
+// in YAML terms, is left out: "-loadbalance: config:
+// references.greeter.loadbalance: unknown ...". advice, when not empty,
+// is the program's own, put on the next line in parentheses. Other
+// errors are returned as they are. The result wraps err.
+func FlagHint(err error, keys map[string]string, advice string) error {
+	var ke *config.KeyError
+	if !errors.As(err, &ke) {
+		return err
 	}
-	msg := err.Error()
-	for key, flag := range keys {
-		rest, ok := strings.CutPrefix(msg, "config: "+key)
-		if ok && (rest == "" || rest[0] == ':' || rest[0] == ' ') {
-			return fmt.Errorf("%s: %w", flag, err)
-		}
+	flag, ok := keys[ke.Key]
+	if !ok {
+		return err
 	}
-	return err
+	if advice != "" {
+		return fmt.Errorf("%s: %w\n(%s)", flag, config.WithoutAdvice(err), advice)
+	}
+	return fmt.Errorf("%s: %w", flag, config.WithoutAdvice(err))
 }

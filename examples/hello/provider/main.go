@@ -56,16 +56,17 @@ func run() error {
 		}},
 		Logging: logging,
 	})
+	flags := map[string]string{
+		"registries.default.address": "-registry",
+		"protocols.dubbo.port":       "-port",
+		"services.greeter.weight":    "-weight",
+		"services.greeter.warmup":    "-warmup",
+		"monitor.interval":           "-report-interval",
+		"monitor.address":            "-monitor",
+		"monitor.metrics":            "-metrics",
+	}
 	if err != nil {
-		return greeter.FlagHint(err, map[string]string{
-			"registries.default.address": "-registry",
-			"protocols.dubbo.port":       "-port",
-			"services.greeter.weight":    "-weight",
-			"services.greeter.warmup":    "-warmup",
-			"monitor.interval":           "-report-interval",
-			"monitor.address":            "-monitor",
-			"monitor.metrics":            "-metrics",
-		})
+		return greeter.FlagHint(err, flags, "")
 	}
 	svc := &greeter.Service{Name: *name, Delay: *delay}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -74,8 +75,7 @@ func run() error {
 	if err != nil {
 		_ = app.Shutdown(context.Background())
 		if errors.Is(err, syscall.EADDRINUSE) {
-			// config's advice names the YAML key; here it is a flag.
-			return fmt.Errorf("%w\n(here: give -port with a free port, or -port 0 for any free port)", err)
+			return greeter.FlagHint(err, flags, "give -port a free port, or -port 0 for any free port")
 		}
 		return greeter.RegistryHint(err, *reg)
 	}
