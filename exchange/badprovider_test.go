@@ -3,6 +3,7 @@ package exchange_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +159,65 @@ func TestStalledRepliesCostLittle(t *testing.T) {
 	require.ErrorIs(t, err, status.ErrConnLost)
 	require.ErrorContains(t, err, addr)
 	require.ErrorContains(t, err, "sent part of a frame and nothing more")
+}
+
+// TestHeartbeatFloodBounded: a provider that sends heartbeats without end
+// and reads nothing: the client answers while little waits to be written
+// and then stops answering, so it holds next to nothing and keeps the
+// connection. It used to queue an answer per heartbeat until MaxQueue
+// (66 MB of heap at the default 64 MiB) and then close the connection.
+func TestHeartbeatFloodBounded(t *testing.T) {
+	const batches, perBatch = 16, 4096
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	flooded := make(chan error, 1)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			flooded <- err
+			return
+		}
+		defer nc.Close()
+		_ = nc.(*net.TCPConn).SetReadBuffer(32 << 10)
+		var b []byte
+		for i := range perBatch {
+			h := exchange.Header{Request: true, TwoWay: true, Event: true, ID: uint64(i + 1)}
+			b = append(b, peerFrame(h, nil)...)
+		}
+		_ = nc.SetWriteDeadline(time.Now().Add(hostileTimeout))
+		for range batches {
+			if _, err := nc.Write(b); err != nil {
+				flooded <- err
+				return
+			}
+		}
+		// Last, the read-only event: the client has read the flood when
+		// it has read this.
+		ro := []byte("R")
+		_, err = nc.Write(peerFrame(exchange.Header{Request: true, Event: true, Length: uint32(len(ro))}, ro))
+		flooded <- err
+		<-t.Context().Done()
+	}()
+	var d net.Dialer
+	nc, err := d.DialContext(testCtx(t), "tcp", l.Addr().String())
+	require.NoError(t, err)
+	// A small send buffer: the answers wait in the client's memory, not
+	// in the kernel's. A receive buffer that takes the whole flood (1 MiB):
+	// a client slowed down (-race, a loaded machine) otherwise closes its
+	// window, and the kernel of a provider whose own receive buffer is
+	// full of answers drops the window's reopening: the flood stalled for
+	// seconds.
+	require.NoError(t, nc.(*net.TCPConn).SetWriteBuffer(32<<10))
+	require.NoError(t, nc.(*net.TCPConn).SetReadBuffer(4<<20))
+	before := heapInUse()
+	c := exchange.NewClient(nc, &exchange.Options{MaxQueue: 1 << 20, FrameTimeout: time.Minute})
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, <-flooded)
+	require.Eventually(t, func() bool { return c.ReadOnly() || c.Err() != nil }, hostileTimeout, time.Millisecond, "the flood read")
+	require.NoError(t, c.Err(), "the connection is kept")
+	require.True(t, c.ReadOnly())
+	held := int64(heapInUse()) - int64(before)
+	t.Logf("%d heartbeats from a provider that reads nothing: heap +%d KiB", batches*perBatch, held>>10)
+	require.Less(t, held, int64(1<<20))
 }

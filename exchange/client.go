@@ -791,6 +791,16 @@ func (c *Client) heartbeat(ticks <-chan time.Time) {
 	}
 }
 
+// heartbeatQueueMax: a client answers a provider's heartbeat only while
+// no more than this waits to be written on the connection. More means the
+// provider is not reading, and the answer would only add to what it does
+// not read: a provider that sent heartbeats and read nothing made the
+// client queue an answer (about 1 KiB with its buffer) per heartbeat,
+// 64 MiB (MaxQueue) per connection, before it closed the connection. A
+// provider that reads gets every answer, and one that is slow to read
+// ours still reads our other bytes (which is what tells it we are alive).
+const heartbeatQueueMax = 64 << 10
+
 type clientHandler struct{ c *Client }
 
 func (h clientHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
@@ -803,7 +813,7 @@ func (h clientHandler) Serve(conn *transport.Conn, f *transport.Buffer) {
 		if hdr.Request {
 			if string(Body(f)) == readOnlyEvent {
 				h.c.readOnly.Store(true)
-			} else if hdr.TwoWay {
+			} else if hdr.TwoWay && conn.Queued() <= heartbeatQueueMax {
 				answerHeartbeat(conn, hdr)
 			}
 		}

@@ -771,6 +771,17 @@ func (c *Conn) idleDeadline(t time.Time) error {
 	return err
 }
 
+// Queued returns the memory of the frames queued on c and not yet
+// written, the one being written included, as Options.MaxQueue counts it
+// (each frame's whole buffer): what a peer that reads nothing makes c
+// hold. A caller may decline to queue what is not needed, such as the
+// answer to a heartbeat, while it is high.
+func (c *Conn) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued
+}
+
 // Buffered reports how many bytes of the frames that follow the one being
 // served have already been read from the network. Only Handler.Serve may
 // call it, before any Detach.
