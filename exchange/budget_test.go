@@ -58,7 +58,8 @@ func TestBudgetBoundsQueuedRequests(t *testing.T) {
 		limit = 8 << 20
 	)
 	h := &gatedLarge{open: make(chan struct{})}
-	s, addr := serve(t, h, &exchange.Options{MaxMemory: limit, MaxPayload: 1 << 20})
+	// Every peer comes from 127.0.0.1: no bound per address.
+	s, addr := serve(t, h, &exchange.Options{MaxMemory: limit, MaxMemoryPerIP: limit, MaxPayload: 1 << 20})
 	polite := dial(t, addr, nil)
 	require.NoError(t, echoes(ctx, polite, "before"))
 

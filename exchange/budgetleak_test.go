@@ -206,7 +206,8 @@ func TestBudgetGivenBackOnEveryPath(t *testing.T) {
 	defer cancel()
 	const limit = 4 << 20
 	e := newEcho()
-	s, addr := serve(t, e, &exchange.Options{MaxMemory: limit, MaxPayload: 1 << 20})
+	// Every peer comes from 127.0.0.1: no bound per address.
+	s, addr := serve(t, e, &exchange.Options{MaxMemory: limit, MaxMemoryPerIP: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	for round := range 10 {
 		budgetPaths(t, ctx, s, addr, e, round)

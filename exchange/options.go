@@ -114,6 +114,14 @@ type Options struct {
 	// are closed to get memory back (Server.Reclaimed). Clients have no
 	// such budget.
 	MaxMemory int
+	// MaxMemoryPerIP bounds what the requests in progress (over 4 KiB,
+	// charged their declared length from their header on, their bodies
+	// still arriving) of the connections from one remote IP address hold
+	// of the memory budget (transport.Options.MaxMemoryPerIP; default an
+	// eighth of the budget, 32 MiB of the default one): a request that
+	// would go over waits unread until that address's requests in
+	// progress end (Server.ThrottledByIP counts the waits).
+	MaxMemoryPerIP int
 	// Budget, when set, is a memory budget shared with other Servers
 	// (transport.Options.Budget); MaxMemory is then not used.
 	Budget *transport.Budget
@@ -125,16 +133,17 @@ type Options struct {
 // default written out (TLS and Logger nil: none).
 func DefaultOptions() Options {
 	return Options{
-		MaxPayload:   DefaultMaxPayload,
-		Heartbeat:    DefaultHeartbeat,
-		IdleTimeout:  DefaultIdleTimeout,
-		Workers:      DefaultWorkers,
-		Queue:        DefaultQueue,
-		WorkerIdle:   DefaultWorkerIdle,
-		MaxConns:     transport.DefaultMaxConns,
-		FrameTimeout: transport.DefaultFrameTimeout,
-		MaxQueue:     transport.DefaultMaxQueue,
-		MaxMemory:    transport.DefaultMaxMemory,
+		MaxPayload:     DefaultMaxPayload,
+		Heartbeat:      DefaultHeartbeat,
+		IdleTimeout:    DefaultIdleTimeout,
+		Workers:        DefaultWorkers,
+		Queue:          DefaultQueue,
+		WorkerIdle:     DefaultWorkerIdle,
+		MaxConns:       transport.DefaultMaxConns,
+		FrameTimeout:   transport.DefaultFrameTimeout,
+		MaxQueue:       transport.DefaultMaxQueue,
+		MaxMemory:      transport.DefaultMaxMemory,
+		MaxMemoryPerIP: transport.DefaultMaxMemoryPerIP,
 	}
 }
 
@@ -202,5 +211,5 @@ func (o *Options) withDefaults() Options {
 func (o *Options) transport() *transport.Options {
 	return &transport.Options{MaxPayload: o.MaxPayload, TLS: o.TLS, Logger: o.Logger,
 		MaxConns: o.MaxConns, FrameTimeout: o.FrameTimeout, MaxQueue: o.MaxQueue,
-		MaxMemory: o.MaxMemory, Budget: o.Budget}
+		MaxMemory: o.MaxMemory, MaxMemoryPerIP: o.MaxMemoryPerIP, Budget: o.Budget}
 }

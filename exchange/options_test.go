@@ -51,6 +51,7 @@ func TestDefaultOptionsReferTransport(t *testing.T) {
 	require.Equal(t, td.MaxPayload, d.MaxPayload)
 	require.Equal(t, td.MaxConns, d.MaxConns)
 	require.Equal(t, td.FrameTimeout, d.FrameTimeout)
+	require.Equal(t, td.MaxMemoryPerIP, d.MaxMemoryPerIP)
 	require.Equal(t, exchange.DefaultHeartbeat, d.Heartbeat)
 	require.Equal(t, exchange.DefaultWorkers, d.Workers)
 	require.Equal(t, exchange.DefaultQueue, d.Queue)

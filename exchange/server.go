@@ -301,6 +301,11 @@ func (s *Server) Throttled() uint64 { return s.ts.Throttled() }
 // transport.Budget.Reclaimed).
 func (s *Server) Reclaimed() uint64 { return s.ts.Reclaimed() }
 
+// ThrottledByIP returns how many times the server stopped reading a
+// connection because the requests in progress from its peer's IP address
+// held Options.MaxMemoryPerIP.
+func (s *Server) ThrottledByIP() uint64 { return s.ts.ThrottledByIP() }
+
 // Budget returns the memory budget the server's connections are charged
 // to: Options.Budget, or the server's own of Options.MaxMemory bytes.
 // Its Used is what their frames hold now.

@@ -3,6 +3,7 @@ package transport
 import (
 	"container/heap"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 )
@@ -64,6 +65,14 @@ const smallFrame = 4 << 10
 // written). It looks every twentieth of the shortest FrameTimeout, and
 // only while connections wait.
 //
+// The frames in progress (over 4 KiB, their bodies still arriving) of
+// the connections from one remote IP address may hold at most
+// Options.MaxMemoryPerIP of it (by default an eighth): a frame that would
+// go over waits unread, nothing charged, until that address's frames in
+// progress end (ThrottledByIP), so peers that declare large frames and
+// reconnect each time they are closed hold at most that much per
+// address; the reclaimer looks while such frames wait too.
+//
 // So the memory held stays under the limit, plus what answers queued
 // while it was reached, plus up to 4 KiB and an answer per connection.
 //
@@ -81,6 +90,14 @@ type Budget struct {
 	// reservations counts the waiters reserved for (tests).
 	reservations atomic.Uint64
 	reclaimed    atomic.Uint64
+
+	// The shares of the remote IP addresses (perip.go): ipmu guards ips
+	// and the shares' refs; ipWaiting counts the connections waiting
+	// for room in theirs.
+	ipmu        sync.Mutex
+	ips         map[netip.Addr]*ipShare
+	ipWaiting   atomic.Int32
+	ipThrottled atomic.Uint64
 
 	// The reclaimer's state (reclaim.go).
 	cmu sync.Mutex

@@ -22,6 +22,10 @@ import (
 // (reclaim.go, TestReclaim...).
 const stallTimeout = 10 * time.Minute
 
+// The budget tests whose peers all come from 127.0.0.1 but stand for
+// peers from many addresses set MaxMemoryPerIP to the whole budget: no
+// bound per address (perip_test.go tests that bound).
+
 // header returns the header of a frame whose body is n bytes.
 func header(id uint64, n int) []byte {
 	h := frame(id, "").B
@@ -49,7 +53,7 @@ func TestBudgetBoundsPartialFrames(t *testing.T) {
 		body  = 512 << 10
 		limit = 8 << 20
 	)
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: limit, MaxPayload: 1 << 20})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: limit, MaxMemoryPerIP: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	require.Equal(t, limit, b.Limit())
 	polite, err := net.Dial("tcp", addr)
@@ -272,9 +276,9 @@ func TestBudgetLimits(t *testing.T) {
 // and gets once the first peer is gone.
 func TestBudgetShared(t *testing.T) {
 	shared := transport.NewBudget(1 << 20)
-	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, FrameTimeout: stallTimeout})
+	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, MaxMemoryPerIP: 1 << 20, FrameTimeout: stallTimeout})
 	require.Zero(t, shared.Used())
-	sb, addrB := serve(t, echoHandler{}, &transport.Options{Budget: shared})
+	sb, addrB := serve(t, echoHandler{}, &transport.Options{Budget: shared, MaxMemoryPerIP: 1 << 20})
 	require.Same(t, shared, sa.Budget())
 
 	stall, err := net.Dial("tcp", addrA)

@@ -111,7 +111,7 @@ func TestBudgetWakesOnlyWhoFits(t *testing.T) {
 		body    = 512 << 10
 		limit   = 8 << 20
 	)
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: limit, MaxPayload: 1 << 20})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: limit, MaxMemoryPerIP: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	fit := limit / (transport.HeaderSize + body)
 	start := append(header(1, body), make([]byte, 1000)...)
@@ -185,7 +185,7 @@ func TestBudgetWakesOnlyWhoFits(t *testing.T) {
 func TestBudgetWaitersNotStuckBehindLarger(t *testing.T) {
 	ctx := testCtx(t)
 	h := newRecorder(false)
-	s, addr := serve(t, h, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
+	s, addr := serve(t, h, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: 2 << 20, MaxMemoryPerIP: 2 << 20, MaxPayload: 1 << 20})
 	b := s.Budget()
 	dial := func(id uint64, body int, whole bool) net.Conn {
 		c, err := net.Dial("tcp", addr)
@@ -228,7 +228,7 @@ func TestBudgetWaitersNotStuckBehindLarger(t *testing.T) {
 // just granted room. Every one that stays gets its echo (a waiter that
 // leaves lets those behind it in), and the budget returns to zero.
 func TestBudgetWaitersChurn(t *testing.T) {
-	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: 2 << 20, MaxPayload: 1 << 20})
+	s, addr := serve(t, echoHandler{}, &transport.Options{FrameTimeout: stallTimeout, MaxMemory: 2 << 20, MaxMemoryPerIP: 2 << 20, MaxPayload: 1 << 20})
 	b := s.Budget()
 	var wg sync.WaitGroup
 	errs := make(chan error, 60)
@@ -278,7 +278,7 @@ func TestBudgetWaitersChurn(t *testing.T) {
 func TestBudgetReservesForLongWaiter(t *testing.T) {
 	const medium, large = 200 << 10, 900 << 10
 	k := keeper{kept: make(chan *transport.Buffer, 64)}
-	s, addr := serve(t, k, &transport.Options{MaxMemory: 1 << 20, MaxPayload: large, FrameTimeout: 3 * time.Second})
+	s, addr := serve(t, k, &transport.Options{MaxMemory: 1 << 20, MaxMemoryPerIP: 1 << 20, MaxPayload: large, FrameTimeout: 3 * time.Second})
 	b := s.Budget()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

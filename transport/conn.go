@@ -148,6 +148,12 @@ type Conn struct {
 	progress     uint64
 	seenProgress uint64
 	seenAt       int64
+	// ip is the share of the peer's IP address in the budget
+	// (perip.go; nil: none), ipw c's place in its queue, and
+	// ipThrottles counts the waits there for the Server.
+	ip          *ipShare
+	ipw         ipWaiter
+	ipThrottles *atomic.Uint64
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -155,21 +161,24 @@ type Conn struct {
 // Options.Validate) close the connection at once with the error.
 func NewConn(nc net.Conn, h Handler, opts *Options) *Conn {
 	o := opts.withDefaults()
-	c := newConn(nc, h, &o, nil, nil, nil)
+	c := newConn(nc, h, &o, nil, nil)
 	if err := opts.Validate(); err != nil {
 		c.Abort(err)
 	}
 	return c
 }
 
-func newConn(nc net.Conn, h Handler, o *Options, b *Budget, throttles, reclaims *atomic.Uint64) *Conn {
+// serverCounts are a Server's counters its connections add to.
+type serverCounts struct {
+	throttled, reclaimed, ipThrottled atomic.Uint64
+}
+
+func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts) *Conn {
 	c := &Conn{
 		nc:         nc,
 		h:          h,
 		opts:       o,
 		budget:     b,
-		throttles:  throttles,
-		reclaims:   reclaims,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -181,7 +190,13 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, throttles, reclaims 
 	}
 	c.rd = newReader(nc)
 	c.lastRead.Store(monoNow())
+	if counts != nil {
+		c.throttles, c.reclaims, c.ipThrottles = &counts.throttled, &counts.reclaimed, &counts.ipThrottled
+	}
 	if b != nil {
+		if int64(o.MaxMemoryPerIP) < b.limit {
+			c.ip = b.shareOf(nc)
+		}
 		b.register(c)
 	}
 	c.wg.Add(1) // the reading role: see readOn
@@ -220,7 +235,7 @@ func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, er
 		}
 		nc = tc
 	}
-	return newConn(nc, h, &o, nil, nil, nil), nil
+	return newConn(nc, h, &o, nil, nil), nil
 }
 
 // LocalAddr returns the local network address.
@@ -673,6 +688,8 @@ type readState struct {
 	// paced: the frame's body is read from the network, and its pace
 	// watched (Conn.partAt).
 	paced bool
+	// ipHeld is what the frame took of its address's share (perip.go).
+	ipHeld int
 }
 
 // errDetached ends a read loop whose Handler.Serve called Detach.
@@ -811,11 +828,17 @@ func (c *Conn) readOn() bool {
 		c.rs.part.Release()
 		c.rs.part = nil
 	}
+	if c.ip != nil {
+		c.ipDone()
+	}
 	c.shutdown(err, false)
 	<-c.writerDone
 	c.nc.Close()
 	if c.budget != nil {
 		c.budget.unregister(c)
+		if c.ip != nil {
+			c.budget.dropShare(c.ip)
+		}
 	}
 	c.h.Closed(c, c.Err())
 	c.wg.Done() // the reading role ends
@@ -1036,8 +1059,18 @@ func (c *Conn) frameOf() (*Buffer, error) {
 	}
 	var f *Buffer
 	if c.budget != nil {
+		if c.ip != nil && HeaderSize+n > smallFrame && rs.br.Buffered() < n {
+			// A frame whose body is to come: its address's frames in
+			// progress must leave room for it (perip.go).
+			if err := c.ipTake(HeaderSize + n); err != nil {
+				return nil, err
+			}
+		}
 		var err error
 		if f, err = c.budgetFrame(n); err != nil {
+			if c.ip != nil {
+				c.ipDone()
+			}
 			return nil, err
 		}
 	}
@@ -1046,12 +1079,18 @@ func (c *Conn) frameOf() (*Buffer, error) {
 		if err := c.frameStarted(); err != nil {
 			if f != nil {
 				f.Release()
+				if c.ip != nil {
+					c.ipDone()
+				}
 			}
 			return nil, err
 		}
 		if f != nil {
 			c.paceStart(n)
 		}
+	} else if rs.ipHeld > 0 {
+		// It arrived whole meanwhile.
+		c.ipDone()
 	}
 	if f == nil {
 		// As readBody would grow it: a declared length gets at most

@@ -94,3 +94,17 @@ func ExampleBudget() {
 	// held: 0 throttled: 0 reclaimed: 0
 	// 256 MiB
 }
+
+// The frames in progress (their bodies still arriving) of a server's
+// connections from one IP address may hold at most MaxMemoryPerIP of its
+// memory budget, by default an eighth of it: peers that declare large
+// frames and send little hold no more than that per address. A frame
+// that would go over waits unread, counted by ThrottledByIP.
+func ExampleOptions_maxMemoryPerIP() {
+	srv := transport.NewServer(upper{}, &transport.Options{MaxMemory: 64 << 20, MaxMemoryPerIP: 4 << 20})
+	fmt.Println(srv.Budget().Limit()>>20, "MiB, held back by address:", srv.ThrottledByIP())
+	fmt.Println("by default", transport.DefaultMaxMemoryPerIP>>20, "MiB per address of", transport.DefaultMaxMemory>>20, "MiB")
+	// Output:
+	// 64 MiB, held back by address: 0
+	// by default 32 MiB per address of 256 MiB
+}

@@ -69,3 +69,16 @@ func OnStuckClosed(f func(closed int)) (undo func()) {
 	testHookStuckClosed.Store(&f)
 	return func() { testHookStuckClosed.Store(nil) }
 }
+
+// IPShares describes the address shares b keeps ("" for none).
+func IPShares(b *Budget) string {
+	b.ipmu.Lock()
+	defer b.ipmu.Unlock()
+	s := ""
+	for a, sh := range b.ips {
+		sh.mu.Lock()
+		s += fmt.Sprintf("[%v refs %d inflight %d waiting %d]", a, sh.refs, sh.inflight, len(sh.queue))
+		sh.mu.Unlock()
+	}
+	return s
+}

@@ -80,6 +80,18 @@ type Options struct {
 	// FrameTimeout: Server.Reclaimed); see Budget.
 	// Connections made with Dial or NewConn have no budget.
 	MaxMemory int
+	// MaxMemoryPerIP bounds what the frames in progress (over 4 KiB,
+	// charged their declared length at their header, their bodies still
+	// arriving) of a Server's connections from one remote IP address
+	// hold of the memory budget together (default an eighth of the
+	// budget's limit: DefaultMaxMemoryPerIP, 32 MiB, for the default
+	// budget). A frame that would go over waits unread, nothing charged,
+	// until that address's frames in progress end (counted:
+	// Server.ThrottledByIP); one frame in progress is always let in. So
+	// peers that declare large frames and send little, reconnecting each
+	// time they are cut off, hold at most this much per address, not the
+	// whole budget. Set it to MaxMemory or more for no such bound.
+	MaxMemoryPerIP int
 	// Budget, when set, is the memory budget a Server charges instead of
 	// one of its own of MaxMemory bytes: Servers given the same Budget
 	// share it, so that it bounds a process's frames across them.
@@ -100,6 +112,7 @@ func DefaultOptions() Options {
 		FrameTimeout:     DefaultFrameTimeout,
 		MaxConns:         DefaultMaxConns,
 		MaxMemory:        DefaultMaxMemory,
+		MaxMemoryPerIP:   DefaultMaxMemoryPerIP,
 	}
 }
 
@@ -119,6 +132,7 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxConns", Value: int64(o.MaxConns), Default: DefaultMaxConns},
 		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
+		optcheck.Field{Name: "MaxMemoryPerIP", Value: int64(o.MaxMemoryPerIP), Default: "the default, an eighth of the memory budget"},
 	); err != nil {
 		return err
 	}

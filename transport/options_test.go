@@ -28,6 +28,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"MaxConns", &transport.Options{MaxConns: -5}, "MaxConns -5"},
 		{"MaxMemory", &transport.Options{MaxMemory: -1}, "transport: MaxMemory -1 is negative (want 0 for the default, 256 MiB or twice MaxPayload, or more)"},
 		{"MaxMemory below a frame", &transport.Options{MaxMemory: 1 << 20}, "transport: MaxMemory 1048576 is less than one frame of MaxPayload 8388608 (and its 16-byte header): such a frame could never be read; raise MaxMemory or lower MaxPayload"},
+		{"MaxMemoryPerIP", &transport.Options{MaxMemoryPerIP: -1}, "transport: MaxMemoryPerIP -1 is negative (want 0 for the default, an eighth of the memory budget, or more)"},
 		{"MaxMemory one frame", &transport.Options{MaxMemory: 1<<20 + transport.HeaderSize, MaxPayload: 1 << 20}, ""},
 		{"MaxMemory below MaxPayload", &transport.Options{MaxMemory: 1 << 20, MaxPayload: 1 << 20}, "MaxMemory 1048576 is less than one frame of MaxPayload 1048576"},
 	} {
@@ -52,6 +53,7 @@ func TestDefaultOptions(t *testing.T) {
 		FrameTimeout:     transport.DefaultFrameTimeout,
 		MaxConns:         transport.DefaultMaxConns,
 		MaxMemory:        transport.DefaultMaxMemory,
+		MaxMemoryPerIP:   transport.DefaultMaxMemoryPerIP,
 	}, transport.DefaultOptions())
 }
 

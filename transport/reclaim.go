@@ -109,7 +109,7 @@ type stuckConn struct {
 // seen fields are its own.
 func (b *Budget) reclaim() {
 	b.cmu.Lock()
-	if b.waiters.Load() == 0 {
+	if b.waiters.Load() == 0 && b.ipWaiting.Load() == 0 {
 		b.rc.armed = false
 		b.cmu.Unlock()
 		return
@@ -135,7 +135,7 @@ func (b *Budget) reclaim() {
 		if c.direct != nil {
 			p += c.direct.sent.Load()
 		}
-		if q == 0 || p != c.seenProgress || c.seenAt < since {
+		if q == 0 || p != c.seenProgress || c.seenAt < since || b.waiters.Load() == 0 {
 			c.seenProgress, c.seenAt = p, now
 			continue
 		}
@@ -176,7 +176,7 @@ func (b *Budget) reclaim() {
 
 	b.cmu.Lock()
 	b.rc.last = monoNow()
-	if b.waiters.Load() > 0 {
+	if b.waiters.Load() > 0 || b.ipWaiting.Load() > 0 {
 		b.rc.timer.Reset(b.rc.period)
 	} else {
 		b.rc.armed = false
@@ -257,6 +257,9 @@ func (c *Conn) paceStart(n int) {
 func (c *Conn) paceEnd() {
 	c.partAt.Store(0)
 	c.rs.paced = false
+	if c.ip != nil {
+		c.ipDone()
+	}
 }
 
 // arrivedOf is where readBody counts the body bytes of c's frame it reads:

@@ -69,7 +69,7 @@ func TestReclaimFramesBehindPace(t *testing.T) {
 		body = 8<<20 - transport.HeaderSize
 	)
 	h := newCloseLog(false)
-	s, addr := serve(t, h, &transport.Options{FrameTimeout: 10 * time.Second})
+	s, addr := serve(t, h, &transport.Options{FrameTimeout: 10 * time.Second, MaxMemoryPerIP: transport.DefaultMaxMemory})
 	b := s.Budget()
 	require.Equal(t, transport.DefaultMaxMemory, b.Limit())
 	polite, err := net.Dial("tcp", addr)

@@ -29,8 +29,7 @@ type Server struct {
 	refused   atomic.Uint64
 	failedTLS atomic.Uint64
 	budget    *Budget
-	throttled atomic.Uint64
-	reclaimed atomic.Uint64
+	counts    serverCounts
 }
 
 // Budget returns the memory budget the server's connections are charged
@@ -40,13 +39,18 @@ func (s *Server) Budget() *Budget { return s.budget }
 // Throttled returns how many times one of the server's connections
 // stopped reading because the memory budget was used up
 // (Options.MaxMemory).
-func (s *Server) Throttled() uint64 { return s.throttled.Load() }
+func (s *Server) Throttled() uint64 { return s.counts.throttled.Load() }
 
 // Reclaimed returns how many of the server's connections its memory
 // budget closed to get memory back while others waited for it (see
 // Budget.Reclaimed): peers far behind in sending a frame, and peers that
 // took none of their answers for FrameTimeout.
-func (s *Server) Reclaimed() uint64 { return s.reclaimed.Load() }
+func (s *Server) Reclaimed() uint64 { return s.counts.reclaimed.Load() }
+
+// ThrottledByIP returns how many times one of the server's connections
+// stopped reading because the frames in progress from its peer's IP
+// address held Options.MaxMemoryPerIP (see Budget.ThrottledByIP).
+func (s *Server) ThrottledByIP() uint64 { return s.counts.ipThrottled.Load() }
 
 // Refused returns how many connections were closed at once because
 // Options.MaxConns were open.
@@ -84,6 +88,9 @@ func NewServer(h Handler, opts *Options) *Server {
 	s.budget = s.opts.Budget
 	if s.budget == nil {
 		s.budget = NewBudget(budgetLimit(&s.opts))
+	}
+	if s.opts.MaxMemoryPerIP <= 0 {
+		s.opts.MaxMemoryPerIP = s.budget.Limit() / 8
 	}
 	return s
 }
@@ -201,7 +208,7 @@ func (s *Server) add(nc net.Conn, admitted bool) {
 		return
 	}
 	s.wg.Add(1)
-	c := newConn(nc, serverHandler{s}, &s.opts, s.budget, &s.throttled, &s.reclaimed)
+	c := newConn(nc, serverHandler{s}, &s.opts, s.budget, &s.counts)
 	s.conns[c] = struct{}{}
 }
 

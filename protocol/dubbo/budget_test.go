@@ -76,7 +76,8 @@ func TestBudgetSharedByPorts(t *testing.T) {
 	// The stalled peers stall for longer than a tenth of FrameTimeout
 	// when the machine is slow: the budget would close them then
 	// (TestBudgetReclaimsStalledCall).
-	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: 10 * time.Minute})
+	// Every peer comes from 127.0.0.1: no bound per address.
+	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxMemoryPerIP: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: 10 * time.Minute})
 	_, u1 := export(t, srv, providerURL("demo.One"))
 	_, u2 := export(t, srv, providerURL("demo.Two", protocol.KeyTimeout, testTimeoutMillis))
 	require.NotEqual(t, u1.Port, u2.Port)
@@ -128,7 +129,8 @@ func TestBudgetSharedByPorts(t *testing.T) {
 // call is answered, before the stalled call's FrameTimeout.
 func TestBudgetReclaimsStalledCall(t *testing.T) {
 	ctx := testCtx(t)
-	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: 2 * time.Second})
+	// Every peer comes from 127.0.0.1: no bound per address.
+	srv := newProtocol(t, &dubbo.Options{MaxMemory: 3 << 19, MaxMemoryPerIP: 3 << 19, MaxPayload: 1 << 20, FrameTimeout: 2 * time.Second})
 	_, u := export(t, srv, providerURL("demo.One", protocol.KeyTimeout, testTimeoutMillis))
 	const body = 1 << 20
 	start := make([]byte, exchange.HeaderSize)
@@ -153,4 +155,39 @@ func TestBudgetReclaimsStalledCall(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	require.Error(t, err, "the stalled peer's connection is closed")
 	require.Eventually(t, func() bool { return srv.Stats().MemoryHeld == 0 }, testTimeout, time.Millisecond)
+}
+
+// TestBudgetBoundPerIP: two strangers at 127.0.0.2 each send the header of
+// a 1 MiB call and 100 bytes of it. The calls in progress from one
+// address may hold Options.MaxMemoryPerIP (1 MiB here) of the 8 MiB
+// budget: the first is read, the second waits unread (Stats.ThrottledByIP)
+// and holds nothing, and a consumer at 127.0.0.1 is answered without
+// waiting for memory (Stats.Throttled stays zero).
+func TestBudgetBoundPerIP(t *testing.T) {
+	ctx := testCtx(t)
+	srv := newProtocol(t, &dubbo.Options{MaxMemory: 8 << 20, MaxMemoryPerIP: 1 << 20, MaxPayload: 1 << 20, FrameTimeout: 10 * time.Minute})
+	_, u := export(t, srv, providerURL("demo.One", protocol.KeyTimeout, testTimeoutMillis))
+	const body = 1 << 20
+	start := make([]byte, exchange.HeaderSize, exchange.HeaderSize+100)
+	h := exchange.Header{Request: true, TwoWay: true, Serializer: 2, ID: 1, Length: body}
+	h.Put(start)
+	start = append(start, make([]byte, 100)...)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 10 * time.Second}
+	for range 2 {
+		c, err := d.Dial("tcp", net.JoinHostPort(u.Host, strconv.Itoa(u.Port)))
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write(start)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return srv.Stats().ThrottledByIP == 1 }, testTimeout, time.Millisecond)
+	require.Equal(t, exchange.HeaderSize+body, srv.Stats().MemoryHeld, "only the first call is charged")
+
+	inv := refer(t, newProtocol(t, nil), u)
+	arg := []byte(strings.Repeat("b", 600<<10))
+	res, err := inv.Invoke(ctx, &protocol.Invocation{Method: "Bytes", Args: []any{arg}})
+	require.NoError(t, err)
+	require.Equal(t, string(arg), fmt.Sprintf("%s", res.Value))
+	require.Zero(t, srv.Stats().Throttled)
+	require.Equal(t, uint64(1), srv.Stats().ThrottledByIP)
 }

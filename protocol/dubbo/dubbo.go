@@ -161,6 +161,17 @@ type Options struct {
 	// call larger than MaxMemory closes its connection
 	// (transport.ErrFrameTooLarge). See transport.Budget.
 	MaxMemory int
+	// MaxMemoryPerIP bounds what the calls in progress (over 4 KiB,
+	// charged their declared length from their header on, their bodies
+	// still arriving) of the consumers at one IP address hold of
+	// MaxMemory (default an eighth of MaxMemory: 32 MiB of the default
+	// 256 MiB). A call that would go over waits unread until that
+	// address's calls in progress end (Stats.ThrottledByIP); one call in
+	// progress per address is always read. So strangers that declare
+	// large calls and send little, reconnecting each time they are cut
+	// off, hold at most this much per address. MaxMemory or more: no
+	// such bound (transport.Options.MaxMemoryPerIP).
+	MaxMemoryPerIP int
 	// Attachments bounds the attachments of a request (on the provider)
 	// and of a response (on the consumer): count, key and value length,
 	// total bytes. Zero fields take DefaultMaxAttachments,
@@ -204,6 +215,7 @@ func DefaultOptions() Options {
 		FrameTimeout:       transport.DefaultFrameTimeout,
 		MaxQueue:           transport.DefaultMaxQueue,
 		MaxMemory:          transport.DefaultMaxMemory,
+		MaxMemoryPerIP:     transport.DefaultMaxMemoryPerIP,
 		Attachments:        serialize.DefaultMapLimits(),
 		MaxTimeout:         DefaultMaxTimeout,
 		MaxProviderTimeout: DefaultMaxProviderTimeout,
@@ -232,6 +244,7 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: transport.DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: transport.DefaultMaxQueue},
 		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
+		optcheck.Field{Name: "MaxMemoryPerIP", Value: int64(o.MaxMemoryPerIP), Default: "the default, an eighth of MaxMemory"},
 		optcheck.Field{Name: "Attachments.MaxEntries", Value: int64(o.Attachments.MaxEntries), Default: DefaultMaxAttachments},
 		optcheck.Field{Name: "Attachments.MaxKey", Value: int64(o.Attachments.MaxKey), Default: DefaultMaxAttachmentKey},
 		optcheck.Field{Name: "Attachments.MaxValue", Value: int64(o.Attachments.MaxValue), Default: DefaultMaxAttachmentValue},
@@ -279,6 +292,7 @@ func (o *Options) withDefaults() (Options, error) {
 	setDur(&c.FrameTimeout, d.FrameTimeout)
 	setInt(&c.MaxQueue, d.MaxQueue)
 	setInt(&c.MaxMemory, (&transport.Options{MaxPayload: c.MaxPayload}).BudgetLimit())
+	setInt(&c.MaxMemoryPerIP, c.MaxMemory/8)
 	setInt(&c.Attachments.MaxEntries, d.Attachments.MaxEntries)
 	setInt(&c.Attachments.MaxKey, d.Attachments.MaxKey)
 	setInt(&c.Attachments.MaxValue, d.Attachments.MaxValue)
@@ -515,6 +529,10 @@ type Stats struct {
 	// (transport.ErrSlowFrame), or one that took none of its answers for
 	// FrameTimeout (transport.ErrSlowPeer). See transport.Budget.
 	Reclaimed uint64
+	// ThrottledByIP counts the times an exported port stopped reading a
+	// connection because the calls in progress from its consumer's IP
+	// address held Options.MaxMemoryPerIP.
+	ThrottledByIP uint64
 	// FailedHandshakes counts connections to TLS ports closed because
 	// their TLS handshake failed: a consumer without TLS, without a
 	// certificate the client CA signed, or too slow (ports still open).
@@ -539,6 +557,7 @@ func (p *Protocol) Stats() Stats {
 		Throttled:          p.sumServers((*exchange.Server).Throttled),
 		MemoryHeld:         p.budget.Used(),
 		Reclaimed:          p.budget.Reclaimed(),
+		ThrottledByIP:      p.budget.ThrottledByIP(),
 	}
 }
 

@@ -69,6 +69,8 @@ func TestDefaultOptionsReferLowerLayers(t *testing.T) {
 	require.Equal(t, td.FrameTimeout, d.FrameTimeout)
 	require.Equal(t, td.MaxMemory, d.MaxMemory)
 	require.Equal(t, ed.MaxMemory, d.MaxMemory)
+	require.Equal(t, td.MaxMemoryPerIP, d.MaxMemoryPerIP)
+	require.Equal(t, ed.MaxMemoryPerIP, d.MaxMemoryPerIP)
 	require.NotNil(t, d.Serializers)
 	require.Equal(t, serialize.Builtin().Names(), d.Serializers.Names())
 }

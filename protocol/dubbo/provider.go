@@ -94,18 +94,19 @@ func (p *Protocol) listen(host string, port int, given, cfg *tls.Config) (*serve
 	s.services.Store(&map[string]*exported{})
 	s.byID.Store(&map[serviceID]*exported{})
 	s.es, err = exchange.NewServer(s, &exchange.Options{
-		MaxPayload:    p.opts.MaxPayload,
-		Heartbeat:     p.opts.Heartbeat,
-		IdleTimeout:   p.opts.IdleTimeout,
-		MaxConcurrent: p.opts.MaxConcurrent,
-		Workers:       p.opts.Workers,
-		Queue:         p.opts.Queue,
-		TLS:           cfg,
-		MaxConns:      p.opts.MaxConnections,
-		FrameTimeout:  p.opts.FrameTimeout,
-		MaxQueue:      p.opts.MaxQueue,
-		Budget:        p.budget,
-		Logger:        p.opts.Logger.Named("dubbo.server"),
+		MaxPayload:     p.opts.MaxPayload,
+		Heartbeat:      p.opts.Heartbeat,
+		IdleTimeout:    p.opts.IdleTimeout,
+		MaxConcurrent:  p.opts.MaxConcurrent,
+		Workers:        p.opts.Workers,
+		Queue:          p.opts.Queue,
+		TLS:            cfg,
+		MaxConns:       p.opts.MaxConnections,
+		FrameTimeout:   p.opts.FrameTimeout,
+		MaxQueue:       p.opts.MaxQueue,
+		MaxMemoryPerIP: p.opts.MaxMemoryPerIP,
+		Budget:         p.budget,
+		Logger:         p.opts.Logger.Named("dubbo.server"),
 	})
 	if err != nil {
 		l.Close()

@@ -1,0 +1,182 @@
+package transport
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+)
+
+// The per-address bound (Options.MaxMemoryPerIP): a frame is charged its
+// declared length when its header is read, so peers that declare large
+// frames and send little hold that much of the budget for the price of a
+// header, until the reclaimer cuts them (a tenth of FrameTimeout after
+// someone began to wait) or FrameTimeout does; peers that reconnect and
+// do it again take the budget again each round. The frames in progress
+// (over 4 KiB, their bodies still arriving from the network) of the
+// connections from one remote IP address may hold at most
+// MaxMemoryPerIP together: a frame that would go over waits, its header
+// read and nothing charged or allocated, until that address's frames in
+// progress end (one frame in progress is always let in, whatever its
+// size). Frames that have arrived whole, and answers, do not count:
+// they are the budget's alone. So one address holds at most
+// MaxMemoryPerIP by declarations, and the rest of the budget stays for
+// the others.
+
+// DefaultMaxMemoryPerIP is the default of Options.MaxMemoryPerIP for the
+// default budget: an eighth of DefaultMaxMemory.
+const DefaultMaxMemoryPerIP = DefaultMaxMemory / 8
+
+// ipShare is what the frames in progress of the connections from one
+// remote IP address hold of a budget.
+type ipShare struct {
+	addr netip.Addr
+	refs int // connections registered with it (Budget.ipmu)
+
+	mu       sync.Mutex
+	inflight int64
+	queue    []*Conn // waiting for room, first come first served
+}
+
+// ipWaiter is a connection's place in its address's queue (Conn.ipw);
+// its fields other than wake are guarded by the ipShare's mu.
+type ipWaiter struct {
+	need    int64
+	limit   int64
+	granted bool
+	wake    chan struct{}
+}
+
+// ThrottledByIP returns how many times a connection stopped reading
+// because the frames in progress from its peer's IP address held
+// Options.MaxMemoryPerIP.
+func (b *Budget) ThrottledByIP() uint64 { return b.ipThrottled.Load() }
+
+// shareOf returns the share of nc's remote IP address, counting nc in
+// it; nil when nc has none (not TCP).
+func (b *Budget) shareOf(nc net.Conn) *ipShare {
+	ta, ok := nc.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	a, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return nil
+	}
+	a = a.Unmap()
+	b.ipmu.Lock()
+	defer b.ipmu.Unlock()
+	if b.ips == nil {
+		b.ips = map[netip.Addr]*ipShare{}
+	}
+	s := b.ips[a]
+	if s == nil {
+		s = &ipShare{addr: a}
+		b.ips[a] = s
+	}
+	s.refs++
+	return s
+}
+
+// dropShare uncounts a connection from s.
+func (b *Budget) dropShare(s *ipShare) {
+	b.ipmu.Lock()
+	if s.refs--; s.refs == 0 {
+		delete(b.ips, s.addr)
+	}
+	b.ipmu.Unlock()
+}
+
+// ipTake takes need bytes of the share of c's address for the frame whose
+// header was read, its body to come from the network: it waits until the
+// address's frames in progress leave room for it (or none is in
+// progress), or c closes. The reading role calls it, and ipDone gives it
+// back.
+func (c *Conn) ipTake(need int) error {
+	s, w, b := c.ip, &c.ipw, c.budget
+	s.mu.Lock()
+	if len(s.queue) == 0 && (s.inflight == 0 || s.inflight+int64(need) <= int64(c.opts.MaxMemoryPerIP)) {
+		s.inflight += int64(need)
+		s.mu.Unlock()
+		c.rs.ipHeld = need
+		return nil
+	}
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	w.need, w.limit, w.granted = int64(need), int64(c.opts.MaxMemoryPerIP), false
+	s.queue = append(s.queue, c)
+	s.mu.Unlock()
+
+	b.ipWaiting.Add(1)
+	b.ipThrottled.Add(1)
+	if c.ipThrottles != nil {
+		c.ipThrottles.Add(1)
+	}
+	c.flushLater()
+	c.waiting.Store(true)
+	b.arm()
+	defer func() {
+		b.ipWaiting.Add(-1)
+		// As after a wait for the budget: the wait was not the peer's.
+		c.rs.fresh = false
+		c.lastRead.Store(monoNow())
+		c.waiting.Store(false)
+	}()
+	select {
+	case <-w.wake:
+		c.rs.ipHeld = need
+		return nil
+	case <-c.closing:
+		s.mu.Lock()
+		granted := w.granted
+		if !granted {
+			for i, q := range s.queue {
+				if q == c {
+					s.queue = append(s.queue[:i], s.queue[i+1:]...)
+					break
+				}
+			}
+		}
+		s.mu.Unlock()
+		select {
+		case <-w.wake:
+		default:
+		}
+		if granted {
+			s.release(int64(need))
+		}
+		return c.Err()
+	}
+}
+
+// ipDone gives back what the reading role's frame took of its address's
+// share, if anything.
+func (c *Conn) ipDone() {
+	if n := c.rs.ipHeld; n > 0 {
+		c.rs.ipHeld = 0
+		c.ip.release(int64(n))
+	}
+}
+
+// release gives n back and lets in the waiting frames that now fit, in
+// the order they began to wait.
+func (s *ipShare) release(n int64) {
+	s.mu.Lock()
+	s.inflight -= n
+	for len(s.queue) > 0 {
+		c := s.queue[0]
+		w := &c.ipw
+		if s.inflight != 0 && s.inflight+w.need > w.limit {
+			break
+		}
+		s.inflight += w.need
+		w.granted = true
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,162 @@
+package transport_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// attack runs 8 connections from each of ips to addr that send a header
+// declaring an 8 MiB frame and nothing more, and reconnect to do it
+// again each time the server closes them (at most 200 times each), until
+// stop is closed.
+func attack(addr string, ips []string, stop chan struct{}) (wait func()) {
+	var wg sync.WaitGroup
+	hdr := header(7, 8<<20-transport.HeaderSize)
+	for _, ip := range ips {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+		for range 8 {
+			wg.Go(func() {
+				for range 200 {
+					c, err := d.Dial("tcp", addr)
+					if err != nil {
+						return
+					}
+					done := make(chan struct{})
+					go func() {
+						select {
+						case <-stop:
+						case <-done:
+						}
+						c.Close()
+					}()
+					if _, err := c.Write(hdr); err == nil {
+						_, _ = io.Copy(io.Discard, c) // until the server closes it
+					}
+					close(done)
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			})
+		}
+	}
+	return wg.Wait
+}
+
+// TestPerIPBoundsReconnectingAttackers: 32 connections from four
+// addresses (127.0.0.2-5, eight each) send headers that declare 8 MiB
+// frames and nothing more, and reconnect each time they are cut off; an
+// honest peer from 127.0.0.1 makes a 64 KiB call every 2 ms meanwhile,
+// until 48 attacking connections were cut off. The attackers' headers alone would
+// hold the whole default budget of 256 MiB: without a bound per address
+// (MaxMemoryPerIP as large as the budget), the honest calls wait for
+// memory (Throttled) every time the attackers come back, until the
+// reclaimer cuts them again. With the default bound (32 MiB per address,
+// four frames in progress) the attackers hold at most 128 MiB, their
+// other frames wait unread (ThrottledByIP), and no call ever waits for
+// the budget.
+func TestPerIPBoundsReconnectingAttackers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reconnects attackers for a few seconds")
+	}
+	for _, tc := range []struct {
+		name  string
+		perIP int
+	}{
+		{"bound per address", 0},
+		{"no bound per address", transport.DefaultMaxMemory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, addr := serve(t, echoHandler{}, &transport.Options{MaxMemoryPerIP: tc.perIP})
+			polite, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer polite.Close()
+			stop := make(chan struct{})
+			wait := attack(addr, []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}, stop)
+			defer wait()
+			defer close(stop)
+
+			// The honest peer calls every 2 ms (at most 5000 times).
+			body := strings.Repeat("h", 64<<10)
+			var took []time.Duration
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			for len(took) < 5000 && (len(took) < 20 || s.Reclaimed() < 48) {
+				start := time.Now()
+				politeRoundTrip(t, polite, body)
+				took = append(took, time.Since(start))
+				<-tick.C
+			}
+			slices.Sort(took)
+			t.Logf("%d honest 64 KiB calls while %d attacking connections were cut off: median %v, p90 %v, max %v; waited for the budget %d times, attackers held back by address %d times",
+				len(took), s.Reclaimed(), took[len(took)/2], took[len(took)*9/10], took[len(took)-1], s.Throttled(), s.ThrottledByIP())
+			require.GreaterOrEqual(t, s.Reclaimed(), uint64(48))
+			if tc.perIP == 0 {
+				require.Zero(t, s.Throttled(), "a frame waited for the budget: the attackers held it")
+				require.NotZero(t, s.ThrottledByIP())
+				require.Equal(t, s.ThrottledByIP(), s.Budget().ThrottledByIP())
+			} else {
+				require.NotZero(t, s.Throttled(), "the attackers did not hold the budget: the test shows nothing")
+				require.Zero(t, s.ThrottledByIP())
+			}
+		})
+	}
+}
+
+// TestPerIPBoundLetsOneFrameIn: a frame larger than MaxMemoryPerIP is
+// read when its address has no other frame in progress, and a second
+// frame from the same address waits (ThrottledByIP) until the first has
+// arrived whole; another address's frame does not wait. Once every
+// connection is gone the budget and the address's share are back to
+// zero.
+func TestPerIPBoundLetsOneFrameIn(t *testing.T) {
+	ctx := testCtx(t)
+	h := newRecorder(false)
+	s, addr := serve(t, h, &transport.Options{MaxMemory: 4 << 20, MaxMemoryPerIP: 256 << 10, MaxPayload: 1 << 20, FrameTimeout: stallTimeout})
+	const body = 512 << 10
+	first := dialFrom(t, "127.0.0.2", addr)
+	f := wholeFrame(1, body)
+	_, err := first.Write(f[:transport.HeaderSize+1000])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Budget().Used() == transport.HeaderSize+body }, 10*time.Second, time.Millisecond,
+		"the frame over MaxMemoryPerIP is read: none other is in progress from its address")
+
+	second := dialFrom(t, "127.0.0.2", addr)
+	_, err = second.Write(wholeFrame(2, 8<<10)[:transport.HeaderSize])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.ThrottledByIP() == 1 }, 10*time.Second, time.Millisecond, "the second frame waits")
+	require.Equal(t, transport.HeaderSize+body, s.Budget().Used(), "the waiting frame is not charged")
+
+	other := dialFrom(t, "127.0.0.3", addr)
+	_, err = other.Write(wholeFrame(3, body))
+	require.NoError(t, err)
+	got := recv(t, ctx, h.frames)
+	require.Len(t, got, transport.HeaderSize+body, "another address's frame is read")
+	require.Equal(t, uint64(1), s.ThrottledByIP())
+
+	_, err = first.Write(f[transport.HeaderSize+1000:])
+	require.NoError(t, err)
+	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+body)
+	_, err = second.Write(make([]byte, 8<<10))
+	require.NoError(t, err)
+	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+8<<10, "the waiting frame is read once the first arrived")
+	require.Zero(t, s.Throttled())
+	require.Eventually(t, func() bool { return s.Budget().Used() == 0 }, 10*time.Second, time.Millisecond)
+	for _, c := range []net.Conn{first, second, other} {
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return len(s.Conns()) == 0 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, "", transport.IPShares(s.Budget()), fmt.Sprintf("shares left: %s", transport.IPShares(s.Budget())))
+}
