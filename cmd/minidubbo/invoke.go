@@ -340,9 +340,10 @@ func expectedShape(providers []*protocol.URL, method string) string {
 	return ""
 }
 
-// nearestService returns "; did you mean ...?" naming the registered
-// service nearest to iface when iface itself is not registered, or "" (also
-// when the registry cannot be listed within timeout).
+// nearestService returns, when iface itself is not registered, a line
+// saying so with the registered services (the first 20) and the one
+// nearest to iface; "" when it is registered or the registry cannot be
+// listed within timeout.
 func nearestService(regAddr, iface string, timeout time.Duration) string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -355,7 +356,15 @@ func nearestService(regAddr, iface string, timeout time.Duration) string {
 	if err != nil || slices.Contains(known, iface) {
 		return ""
 	}
-	return named.DidYouMean(iface, known)
+	if len(known) == 0 {
+		return fmt.Sprintf("\n(service %q is not registered: no service is)", iface)
+	}
+	const most = 20
+	list := strings.Join(known, ", ")
+	if len(known) > most {
+		list = strings.Join(known[:most], ", ") + fmt.Sprintf(", and %d more: minidubbo ls lists them", len(known)-most)
+	}
+	return fmt.Sprintf("\n(service %q is not registered%s (known: %s))", iface, named.DidYouMean(iface, known), list)
 }
 
 // checkURLFlag checks invoke's -url: providers as host:port (or

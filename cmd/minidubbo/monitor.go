@@ -165,6 +165,10 @@ func serveMonitor(ctx context.Context, c monitorConfig, ready func(service, http
 	cancel()
 	if err != nil {
 		_ = app.Shutdown(context.Background())
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// config's advice names protocols.dubbo.port; here it is -listen.
+			return fmt.Errorf("-listen: %w (give -listen 127.0.0.1:PORT with a free port, or port 0 for any free port)", config.WithoutAdvice(err))
+		}
 		return err
 	}
 	ready(u.Address(), ln.Addr().String())

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,7 +179,7 @@ func TestReportFlags(t *testing.T) {
 		{[]string{"-since", "soon"}, 2, `since "soon": want a duration`},
 		{[]string{"-monitor", "http://x", "-data", "/tmp"}, 2, "give -monitor or -data, not both"},
 		{[]string{"-data", "/nonexistent/minidubbo"}, 1, "no monitor data in /nonexistent/minidubbo"},
-		{[]string{"-monitor", "ftp://x"}, 1, "want http://host:port"},
+		{[]string{"-monitor", "ftp://x"}, 2, `-monitor "ftp://x": want http://host:port, the -http address of minidubbo monitor`},
 	} {
 		_, errOut, code := runCLI(t, append([]string{"report"}, tc.args...)...)
 		assert.Equal(t, tc.code, code, "%v", tc.args)
@@ -227,4 +228,17 @@ func TestMonitorAndReportNewcomerErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, syscall.EADDRINUSE)
 	assert.Contains(t, err.Error(), "-http: listen tcp "+taken+": bind: address already in use (give -http 127.0.0.1:PORT with a free port)")
+
+	// The monitor service's -listen port taken: the flag's advice, not
+	// config's protocols.dubbo.port.
+	err = serveMonitor(ctx, monitorConfig{
+		listen: taken, http: "127.0.0.1:0", data: t.TempDir(), name: "test-monitor",
+		retention: 24 * time.Hour, refresh: time.Second,
+	}, func(string, string) { t.Error("the monitor started on a taken port") })
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.True(t, strings.HasPrefix(err.Error(), "-listen: config: export monitor: "), err.Error())
+	assert.True(t, strings.HasSuffix(err.Error(), "bind: address already in use: port "+strconv.Itoa(l.Addr().(*net.TCPAddr).Port)+
+		" of protocols.dubbo is taken by another process (give -listen 127.0.0.1:PORT with a free port, or port 0 for any free port)"), err.Error())
+	assert.NotContains(t, err.Error(), "set protocols.dubbo.port")
 }

@@ -281,7 +281,7 @@ func TestRegistryCommands(t *testing.T) {
 			"-method", "SayHello", "-args", `["x"]`)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no provider")
-		assert.Contains(t, errOut, `did you mean "demo.hello.Greeter"?`)
+		assert.Contains(t, errOut, `(service "demo.hello.Greter" is not registered; did you mean "demo.hello.Greeter"? (known: `)
 	})
 
 	// A service nobody provides: invoke fails, and leaves no node behind
@@ -292,6 +292,8 @@ func TestRegistryCommands(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no provider")
 		assert.NotContains(t, errOut, "did you mean")
+		// An unknown name gets the known names.
+		assert.Regexp(t, `\n\(service "test\.cli\.Nobody" is not registered \(known: [^)]*demo\.hello\.Greeter[^)]*\)\)\n$`, errOut)
 		raw := zktest.Client(t, f.zkAddrs...)
 		ok, _, err := raw.Exists("/dubbo/" + iface)
 		require.NoError(t, err)

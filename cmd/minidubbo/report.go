@@ -80,6 +80,11 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr(fmt.Errorf("-%v", err))
 	}
+	if *data == "" {
+		if _, err := monitorURL(*mon); err != nil {
+			return usageErr(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	var sum *store.Summary
@@ -121,14 +126,23 @@ func reportFromData(ctx context.Context, dir string, q store.Query) (*store.Summ
 // maxReportBytes bounds the answer read from a monitor server.
 const maxReportBytes = 64 << 20
 
-func reportFromMonitor(ctx context.Context, base, since, service, by string) (*store.Summary, error) {
+// monitorURL reads -monitor: http(s)://host:port, or host:port as the
+// monitor's -http flag takes it.
+func monitorURL(base string) (*url.URL, error) {
 	if !strings.Contains(base, "://") {
-		// host:port, as the monitor's -http flag takes it.
 		base = "http://" + base
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("-monitor %q: want http://host:port", base)
+		return nil, fmt.Errorf("-monitor %q: want http://host:port, the -http address of minidubbo monitor", base)
+	}
+	return u, nil
+}
+
+func reportFromMonitor(ctx context.Context, base, since, service, by string) (*store.Summary, error) {
+	u, err := monitorURL(base)
+	if err != nil {
+		return nil, err
 	}
 	q := url.Values{"since": {since}}
 	if service != "" {
