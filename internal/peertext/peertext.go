@@ -15,7 +15,10 @@ import (
 // String returns b as text of at most max bytes plus a note of how many
 // were cut; invalid UTF-8 and control characters other than '\n' and
 // '\t' become U+FFFD.
-func String(b []byte, max int) string {
+func String[T string | []byte](b T, max int) string {
+	if len(b) <= max && plain(b) {
+		return string(b) // a string is returned as it is
+	}
 	cut := len(b)
 	if cut > max {
 		cut = max
@@ -25,15 +28,12 @@ func String(b []byte, max int) string {
 	}
 	head := b[:cut]
 	if plain(head) {
-		if cut == len(b) {
-			return string(head)
-		}
 		return string(head) + more(len(b)-cut)
 	}
 	var s strings.Builder
 	s.Grow(len(head))
 	for len(head) > 0 {
-		r, n := utf8.DecodeRune(head)
+		r, n := utf8.DecodeRune([]byte(head[:min(len(head), utf8.UTFMax)]))
 		head = head[n:]
 		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\n' && r != '\t') {
 			r = utf8.RuneError
@@ -47,9 +47,9 @@ func String(b []byte, max int) string {
 }
 
 // plain reports whether b is printable ASCII, newlines and tabs.
-func plain(b []byte) bool {
-	for _, c := range b {
-		if (c < 0x20 && c != '\n' && c != '\t') || c >= 0x7f {
+func plain[T string | []byte](b T) bool {
+	for i := range len(b) {
+		if c := b[i]; (c < 0x20 && c != '\n' && c != '\t') || c >= 0x7f {
 			return false
 		}
 	}

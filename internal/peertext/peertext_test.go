@@ -27,6 +27,9 @@ func TestString(t *testing.T) {
 	} {
 		require.Equal(t, c.want, peertext.String([]byte(c.in), c.max), "%q", c.in)
 	}
+	for _, in := range []string{"plain text", "\x1b[31mred", "abcdefgh"} {
+		require.Equal(t, peertext.String([]byte(in), 4), peertext.String(in, 4), "a string as its bytes")
+	}
 	long := strings.Repeat("e", 1<<20)
 	got := peertext.String([]byte(long), 4096)
 	require.Equal(t, strings.Repeat("e", 4096)+"… (1044480 more bytes cut)", got)

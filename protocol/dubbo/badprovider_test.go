@@ -2,9 +2,11 @@ package dubbo_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
+	"github.com/minidubbo/minidubbo/service"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -170,4 +173,25 @@ func TestReplyBombsEveryReplyType(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRemoteErrorMessageBounded: a business error's message is the
+// provider's text, like a status answer's: cut at
+// exchange.MaxStatusMessage, control characters as U+FFFD (a provider
+// put 1 MiB with terminal escapes into the caller's error).
+func TestRemoteErrorMessageBounded(t *testing.T) {
+	ctx := testCtx(t)
+	msg := append([]byte("\x1b[2Jout of stock\n"), bytes.Repeat([]byte{'e'}, 1<<20)...)
+	body := []byte{0x00, 0x07, 0xdb, 0, 0, 0, 0} // kind error, code 7, str32
+	binary.BigEndian.PutUint32(body[3:], uint32(len(msg)))
+	body = append(append(body, msg...), 0x80)
+	inv := refer(t, newProtocol(t, nil), hostileProvider(t, body))
+	_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: new(string)})
+	var se *service.Error
+	require.ErrorAs(t, err, &se)
+	require.Less(t, len(se.Message), exchange.MaxStatusMessage+100, "the message is bounded")
+	require.True(t, se.Remote)
+	require.Equal(t, service.Code(7), se.Code)
+	require.True(t, strings.HasPrefix(se.Message, "\uFFFD[2Jout of stock\neee"), se.Message[:40])
+	require.True(t, strings.HasSuffix(se.Message, "… ("+strconv.Itoa(len(msg)-exchange.MaxStatusMessage)+" more bytes cut)"), se.Message[len(se.Message)-40:])
 }

@@ -3,6 +3,7 @@ package dubbo
 import (
 	"errors"
 	"fmt"
+	"github.com/minidubbo/minidubbo/internal/peertext"
 	"github.com/minidubbo/minidubbo/internal/words"
 	"math"
 	"reflect"
@@ -431,6 +432,9 @@ func decodeResponse(ser serialize.Serializer, body []byte, inv *protocol.Invocat
 		if err != nil {
 			return nil, fmt.Errorf("%w: dubbo: %s.%s error: %w", status.ErrBadResponse, inv.Service, inv.Method, err)
 		}
+		// The provider's text, as a status answer's message is
+		// (exchange.MaxStatusMessage): bounded, no control characters.
+		msg = peertext.String(msg, exchange.MaxStatusMessage)
 		return nil, &service.Error{Code: service.Code(code), Message: msg, Remote: true}
 	case kindValue:
 		switch r := inv.Reply.(type) {
