@@ -206,7 +206,11 @@ func fi(v int64) string { return strconv.FormatInt(v, 10) }
 // writeTable prints the rows aligned: names to the left, numbers to the
 // right, leaving out the name columns that are empty in every row.
 func writeTable(w io.Writer, sum *store.Summary) error {
-	fmt.Fprintf(w, "calls from %s to %s (UTC), %d rows\n", sum.Since.Format("2006-01-02 15:04"), sum.Until.Format("2006-01-02 15:04:05"), len(sum.Rows))
+	rows := "rows"
+	if len(sum.Rows) == 1 {
+		rows = "row"
+	}
+	fmt.Fprintf(w, "calls from %s to %s (UTC), %d %s\n", sum.Since.Format("2006-01-02 15:04"), sum.Until.Format("2006-01-02 15:04:05"), len(sum.Rows), rows)
 	if len(sum.Rows) == 0 {
 		_, err := fmt.Fprintln(w, "no calls reported")
 		return err
