@@ -288,7 +288,7 @@ func (c *Client) Err() error {
 			// Closed, and the close handler has not said why yet: the
 			// connection knows (a TLS alert from the provider, say).
 			if cerr := c.conn.Err(); cerr != nil && !errors.Is(cerr, transport.ErrClosed) {
-				return fmt.Errorf("%w (%w)", status.ErrClosed, cerr)
+				return fmt.Errorf("%w (%w)", status.ErrClosed, namedErr(c.conn, cerr))
 			}
 			return status.ErrClosed
 		default:
@@ -831,11 +831,7 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 	if errors.Is(err, transport.ErrClosed) {
 		callErr, clientErr = status.ErrClosed, status.ErrClosed
 	} else {
-		if addr := conn.RemoteAddr().String(); !strings.Contains(err.Error(), addr) {
-			// Whose bytes were wrong (a bad magic, a frame over the
-			// limit, the end of the stream): the provider's.
-			err = fmt.Errorf("provider %s: %w", addr, err)
-		}
+		err = namedErr(conn, err)
 		if !errors.Is(err, status.ErrConnLost) {
 			err = fmt.Errorf("%w: %w", status.ErrConnLost, err)
 		}
@@ -863,6 +859,16 @@ func (h clientHandler) Closed(conn *transport.Conn, err error) {
 	if testHookClosed != nil {
 		testHookClosed(c)
 	}
+}
+
+// namedErr is err, why conn ended, naming the provider when it does not
+// already: whose bytes were wrong (a bad magic, a frame over the limit,
+// the end of the stream, answers it does not read) is the provider's.
+func namedErr(conn *transport.Conn, err error) error {
+	if addr := conn.RemoteAddr().String(); !strings.Contains(err.Error(), addr) {
+		return fmt.Errorf("provider %s: %w", addr, err)
+	}
+	return err
 }
 
 // testHookClosed, when set (by tests only), runs at the end of the
