@@ -130,20 +130,21 @@ type Options struct {
 }
 
 // DefaultOptions returns the options a nil *Options stands for, every
-// default written out (TLS and Logger nil: none).
+// default written out (TLS and Logger nil: none; MaxMemoryPerIP 0: an
+// eighth of the budget, whatever its limit).
 func DefaultOptions() Options {
 	return Options{
-		MaxPayload:     DefaultMaxPayload,
-		Heartbeat:      DefaultHeartbeat,
-		IdleTimeout:    DefaultIdleTimeout,
-		Workers:        DefaultWorkers,
-		Queue:          DefaultQueue,
-		WorkerIdle:     DefaultWorkerIdle,
-		MaxConns:       transport.DefaultMaxConns,
-		FrameTimeout:   transport.DefaultFrameTimeout,
-		MaxQueue:       transport.DefaultMaxQueue,
-		MaxMemory:      transport.DefaultMaxMemory,
-		MaxMemoryPerIP: transport.DefaultMaxMemoryPerIP,
+		MaxPayload:   DefaultMaxPayload,
+		Heartbeat:    DefaultHeartbeat,
+		IdleTimeout:  DefaultIdleTimeout,
+		Workers:      DefaultWorkers,
+		Queue:        DefaultQueue,
+		WorkerIdle:   DefaultWorkerIdle,
+		MaxConns:     transport.DefaultMaxConns,
+		FrameTimeout: transport.DefaultFrameTimeout,
+		MaxQueue:     transport.DefaultMaxQueue,
+		MaxMemory:    transport.DefaultMaxMemory,
+		// MaxMemoryPerIP stays 0: an eighth of the budget.
 	}
 }
 

@@ -101,7 +101,8 @@ type Options struct {
 }
 
 // DefaultOptions returns the options a nil *Options stands for, every
-// default written out (Logger nil: none).
+// default written out (Logger nil: none; MaxMemoryPerIP 0: an eighth
+// of the budget, whatever its limit).
 func DefaultOptions() Options {
 	return Options{
 		MaxPayload:       DefaultMaxPayload,
@@ -112,7 +113,8 @@ func DefaultOptions() Options {
 		FrameTimeout:     DefaultFrameTimeout,
 		MaxConns:         DefaultMaxConns,
 		MaxMemory:        DefaultMaxMemory,
-		MaxMemoryPerIP:   DefaultMaxMemoryPerIP,
+		// MaxMemoryPerIP stays 0: an eighth of the budget, whatever
+		// its limit (DefaultMaxMemoryPerIP for the default one).
 	}
 }
 

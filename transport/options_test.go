@@ -53,7 +53,6 @@ func TestDefaultOptions(t *testing.T) {
 		FrameTimeout:     transport.DefaultFrameTimeout,
 		MaxConns:         transport.DefaultMaxConns,
 		MaxMemory:        transport.DefaultMaxMemory,
-		MaxMemoryPerIP:   transport.DefaultMaxMemoryPerIP,
 	}, transport.DefaultOptions())
 }
 

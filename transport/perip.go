@@ -144,9 +144,18 @@ func (c *Conn) ipTake(need int) error {
 		}
 		if granted {
 			s.release(int64(need))
+		} else {
+			s.release(0) // those behind it may fit now
 		}
 		return c.Err()
 	}
+}
+
+// waited reports whether a frame waits for room in s.
+func (s *ipShare) waited() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0
 }
 
 // ipDone gives back what the reading role's frame took of its address's

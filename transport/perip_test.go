@@ -160,3 +160,40 @@ func TestPerIPBoundLetsOneFrameIn(t *testing.T) {
 	require.Eventually(t, func() bool { return len(s.Conns()) == 0 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, "", transport.IPShares(s.Budget()), fmt.Sprintf("shares left: %s", transport.IPShares(s.Budget())))
 }
+
+// TestPerIPWaitJudgesOnlyItsAddress: while frames wait only for their
+// address's share (the budget has room), the reclaimer judges the pace of
+// that address's frames alone. 15 connections from 127.0.0.2 declare
+// 8 MiB frames and send nothing (share 8 MiB: one in progress, the others
+// wait, each cut a tenth of its FrameTimeout, 1 s, after it began);
+// meanwhile a peer from 127.0.0.3 whose 8 MiB frame has sent nothing yet
+// for longer than a tenth of its FrameTimeout (10 s) is not cut (it
+// was, as far behind its pace, when every frame was judged: after about
+// 1.1 s, before 14 attacking frames were cut, which takes 1.4 s at
+// least), and its frame is read once it sends it.
+func TestPerIPWaitJudgesOnlyItsAddress(t *testing.T) {
+	ctx := testCtx(t)
+	shared := transport.NewBudget(64 << 20)
+	sa, addrA := serve(t, echoHandler{}, &transport.Options{Budget: shared, MaxMemoryPerIP: 8 << 20, FrameTimeout: time.Second})
+	h := newRecorder(false)
+	sb, addrB := serve(t, h, &transport.Options{Budget: shared, MaxMemoryPerIP: 8 << 20, FrameTimeout: 10 * time.Second})
+	const body = 8<<20 - transport.HeaderSize
+	slow := dialFrom(t, "127.0.0.3", addrB)
+	f := wholeFrame(1, body)
+	_, err := slow.Write(f[:transport.HeaderSize])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return shared.Used() == 8<<20 }, 10*time.Second, time.Millisecond)
+
+	for range 15 {
+		_, err := dialFrom(t, "127.0.0.2", addrA).Write(header(2, body))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return sa.Reclaimed() >= 14 }, 30*time.Second, time.Millisecond,
+		"attacking frames cut: %d", sa.Reclaimed())
+	require.Zero(t, sb.Reclaimed(), "a frame of another address was judged")
+	_ = slow.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err = slow.Write(f[transport.HeaderSize:])
+	require.NoError(t, err)
+	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+body)
+	require.Zero(t, sa.Throttled()+sb.Throttled(), "the budget had room")
+}

@@ -122,8 +122,12 @@ func (b *Budget) reclaim() {
 	b.cmu.Unlock()
 
 	var stuck []stuckConn
+	short := b.waiters.Load() > 0
 	for _, c := range conns {
-		if got, size, took, ok := c.behindPace(now); ok {
+		// While the budget has room and only frames over an address's
+		// share wait (perip.go), only that address's frames are judged.
+		judge := short || c.ip != nil && c.ip.waited()
+		if got, size, took, ok := c.behindPace(now); judge && ok {
 			b.reclaimConn(c, "a frame far behind its pace", fmt.Errorf(
 				"%w: %s sent %d bytes of a %d-byte body in %v (FrameTimeout %v), while other connections waited for memory",
 				ErrSlowFrame, c.nc.RemoteAddr(), got, size, took.Round(time.Millisecond), c.opts.FrameTimeout))
@@ -135,7 +139,7 @@ func (b *Budget) reclaim() {
 		if c.direct != nil {
 			p += c.direct.sent.Load()
 		}
-		if q == 0 || p != c.seenProgress || c.seenAt < since || b.waiters.Load() == 0 {
+		if q == 0 || p != c.seenProgress || c.seenAt < since || !short {
 			c.seenProgress, c.seenAt = p, now
 			continue
 		}

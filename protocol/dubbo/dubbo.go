@@ -198,24 +198,24 @@ type Options struct {
 
 // DefaultOptions returns the options a nil *Options stands for, every
 // default written out (TLS and Logger nil: none; a new
-// serialize.Builtin() table).
+// serialize.Builtin() table; MaxMemoryPerIP 0: an eighth of MaxMemory).
 func DefaultOptions() Options {
 	return Options{
-		Connections:        DefaultConnections,
-		MaxPayload:         DefaultMaxPayload,
-		Heartbeat:          DefaultHeartbeat,
-		IdleTimeout:        exchange.DefaultIdleTimeout,
-		Workers:            DefaultWorkers,
-		Queue:              DefaultQueue,
-		DialTimeout:        DefaultDialTimeout,
-		Reconnect:          DefaultReconnect,
-		MaxReconnect:       DefaultMaxReconnect,
-		Serializers:        serialize.Builtin(),
-		MaxConnections:     transport.DefaultMaxConns,
-		FrameTimeout:       transport.DefaultFrameTimeout,
-		MaxQueue:           transport.DefaultMaxQueue,
-		MaxMemory:          transport.DefaultMaxMemory,
-		MaxMemoryPerIP:     transport.DefaultMaxMemoryPerIP,
+		Connections:    DefaultConnections,
+		MaxPayload:     DefaultMaxPayload,
+		Heartbeat:      DefaultHeartbeat,
+		IdleTimeout:    exchange.DefaultIdleTimeout,
+		Workers:        DefaultWorkers,
+		Queue:          DefaultQueue,
+		DialTimeout:    DefaultDialTimeout,
+		Reconnect:      DefaultReconnect,
+		MaxReconnect:   DefaultMaxReconnect,
+		Serializers:    serialize.Builtin(),
+		MaxConnections: transport.DefaultMaxConns,
+		FrameTimeout:   transport.DefaultFrameTimeout,
+		MaxQueue:       transport.DefaultMaxQueue,
+		MaxMemory:      transport.DefaultMaxMemory,
+		// MaxMemoryPerIP stays 0: an eighth of MaxMemory.
 		Attachments:        serialize.DefaultMapLimits(),
 		MaxTimeout:         DefaultMaxTimeout,
 		MaxProviderTimeout: DefaultMaxProviderTimeout,
