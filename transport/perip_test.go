@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/transport"
@@ -196,4 +197,58 @@ func TestPerIPWaitJudgesOnlyItsAddress(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+body)
 	require.Zero(t, sa.Throttled()+sb.Throttled(), "the budget had room")
+}
+
+// serverConnOf returns s's connection whose peer is the local end of nc.
+func serverConnOf(t *testing.T, s *transport.Server, nc net.Conn) *transport.Conn {
+	t.Helper()
+	var found *transport.Conn
+	require.Eventually(t, func() bool {
+		for _, c := range s.Conns() {
+			if c.RemoteAddr().String() == nc.LocalAddr().String() {
+				found = c
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	return found
+}
+
+// TestPerIPLeavingWaiterLetsNextIn: when the first frame waiting for an
+// address's share leaves (its connection closed), the frames behind it
+// that fit are let in at once, not when the frame in progress ends.
+func TestPerIPLeavingWaiterLetsNextIn(t *testing.T) {
+	ctx := testCtx(t)
+	h := newRecorder(false)
+	s, addr := serve(t, h, &transport.Options{MaxMemory: 4 << 20, MaxMemoryPerIP: 256 << 10, MaxPayload: 1 << 20, FrameTimeout: stallTimeout})
+	const body = 200 << 10
+	inProgress := dialFrom(t, "127.0.0.2", addr)
+	f := wholeFrame(1, body)
+	_, err := inProgress.Write(f[:transport.HeaderSize+1000])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Budget().Used() == transport.HeaderSize+body }, 10*time.Second, time.Millisecond)
+
+	// 200 KiB + 100 KiB is over the 256 KiB share: waits; the 8 KiB frame
+	// would fit but waits behind it (first come, first served).
+	head := dialFrom(t, "127.0.0.2", addr)
+	_, err = head.Write(header(2, 100<<10))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.ThrottledByIP() == 1 }, 10*time.Second, time.Millisecond)
+	behind := dialFrom(t, "127.0.0.2", addr)
+	_, err = behind.Write(header(3, 8<<10))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.ThrottledByIP() == 2 }, 10*time.Second, time.Millisecond)
+
+	serverConnOf(t, s, head).Abort(nil)
+	assert.Eventually(t, func() bool { return strings.Contains(transport.IPShares(s.Budget()), "waiting 0") }, 10*time.Second, time.Millisecond)
+	require.Contains(t, transport.IPShares(s.Budget()), "waiting 0", "the frame behind the one that left is let in")
+	_, err = behind.Write(make([]byte, 8<<10))
+	require.NoError(t, err)
+	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+8<<10, "read while the first frame is still in progress")
+
+	_, err = inProgress.Write(f[transport.HeaderSize+1000:])
+	require.NoError(t, err)
+	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+body)
+	require.Eventually(t, func() bool { return s.Budget().Used() == 0 }, 10*time.Second, time.Millisecond)
 }
