@@ -673,6 +673,13 @@ func (a *Application) Abandoned() uint64 { return a.protos.Abandoned() }
 
 func (a *Application) shutdown(ctx context.Context, exports []*export, refs []*reference, step *atomic.Value) error {
 	var errs []error
+	// Its own providers leave first: the references' directories say so
+	// at info, not as a warning (registry.Directory.ShuttingDown).
+	for _, r := range refs {
+		if r.dir != nil {
+			r.dir.ShuttingDown()
+		}
+	}
 	step.Store("unregistering")
 	for _, e := range exports {
 		for _, r := range e.regs {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/cluster"
 	"github.com/minidubbo/minidubbo/config"
@@ -230,4 +232,49 @@ func TestValidationErrorsAreKeyErrors(t *testing.T) {
 		keys = append(keys, ke.Key)
 	}
 	assert.Equal(t, []string{"monitor.interval", "references.greeter.loadbalance", "references.greeter.retries"}, keys)
+}
+
+// An application that consumes the service it exports (the README's first
+// program) sees its own providers leave at Shutdown: empty protection is
+// logged at info then, not as a warning.
+func TestShutdownOwnProviderLeavingIsNoWarning(t *testing.T) {
+	ctx := testCtx(t)
+	core, logs := observer.New(zap.InfoLevel)
+	reg := memory.New()
+	defer reg.Close()
+	app, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://own"}},
+		Protocols:  map[string]config.ProtocolConfig{"dubbo": {Host: "127.0.0.1"}},
+		Services:   map[string]config.ServiceConfig{"orders": {Interface: "test.Orders"}},
+		References: map[string]config.ReferenceConfig{"orders": {Interface: "test.Orders"}},
+		Logging:    config.LoggingConfig{Level: "info"},
+		// Shutdown waits here, after unregistering, until the test saw
+		// the empty list reach the reference (it then ends the wait).
+		Shutdown: config.ShutdownConfig{Wait: time.Minute},
+	}, config.WithRegistry("mem", reg), config.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	_, err = app.Export(ctx, "orders", &orders{})
+	require.NoError(t, err)
+	var c ordersClient
+	require.NoError(t, app.Refer(ctx, "orders", &c))
+	_, err = c.Total(ctx, Order{ID: 1, Items: []string{"a"}}, 1)
+	require.NoError(t, err)
+
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Shutdown(sctx) }()
+	protection := func() []observer.LoggedEntry { return logs.FilterMessageSnippet("empty protection").All() }
+	tick := time.NewTicker(5 * time.Millisecond)
+	for len(protection()) == 0 && ctx.Err() == nil {
+		<-tick.C
+	}
+	tick.Stop()
+	stop() // ends the wait; what is left of Shutdown ends at once
+	<-done
+	protected := protection()
+	require.NotEmpty(t, protected, "the own provider's leaving never reached the reference")
+	for _, e := range protected {
+		assert.Equal(t, zap.InfoLevel, e.Level, "%s", e.Message)
+		assert.Equal(t, true, e.ContextMap()["shutting_down"])
+	}
 }

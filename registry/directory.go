@@ -133,6 +133,7 @@ type Directory struct {
 	protectStop    chan struct{} // closed to stop the protection check
 	protectWg      sync.WaitGroup
 	emptyProtected atomic.Uint64
+	shuttingDown   atomic.Bool // see ShuttingDown
 }
 
 var (
@@ -285,6 +286,23 @@ func (d *Directory) install(next map[string]*tracked) {
 	d.changed = make(chan struct{})
 }
 
+// ShuttingDown tells d that its application is shutting down. The
+// providers that leave its list from then on are mostly the application's
+// own (one that consumes a service it exports sees its providers
+// unregister first): empty protection then logs at info instead of warn,
+// with shutting_down true. It acts the same.
+func (d *Directory) ShuttingDown() { d.shuttingDown.Store(true) }
+
+// warn logs msg at warn level, or at info once the application is shutting
+// down (ShuttingDown).
+func (d *Directory) warn(msg string, fields ...zap.Field) {
+	if d.shuttingDown.Load() {
+		d.log.Info(msg, append(fields, zap.Bool("shutting_down", true))...)
+		return
+	}
+	d.log.Warn(msg, fields...)
+}
+
 // protectEmpty applies empty protection to an empty list: it keeps the
 // invokers whose connections are healthy, drops the others, and reports
 // whether it kept any. d.mu must be held.
@@ -296,15 +314,15 @@ func (d *Directory) protectEmpty() bool {
 	kept := d.keepHealthy()
 	if len(kept) == 0 {
 		if d.protecting {
-			d.log.Warn("empty protection ends: no protected provider is healthy", zap.String("service", d.opts.Consumer.ServiceKey()))
+			d.warn("empty protection ends: no protected provider is healthy", zap.String("service", d.opts.Consumer.ServiceKey()))
 		} else {
-			d.log.Warn("the registry lists no provider and no connection of the last list is healthy; the provider list is empty",
+			d.warn("the registry lists no provider and no connection of the last list is healthy; the provider list is empty",
 				zap.String("service", d.opts.Consumer.ServiceKey()), zap.Int("last", last))
 		}
 		return false
 	}
 	d.emptyProtected.Add(1)
-	d.log.Warn("the registry lists no provider; keeping the healthy connections of the last list (empty protection)",
+	d.warn("the registry lists no provider; keeping the healthy connections of the last list (empty protection)",
 		zap.String("service", d.opts.Consumer.ServiceKey()), zap.Strings("kept", kept))
 	if !d.protecting {
 		d.protecting = true
@@ -360,7 +378,7 @@ func (d *Directory) checkProtected(stop chan struct{}) {
 			return
 		}
 		if len(d.keepHealthy()) == 0 {
-			d.log.Warn("empty protection ends: no protected provider is healthy; the provider list is empty",
+			d.warn("empty protection ends: no protected provider is healthy; the provider list is empty",
 				zap.String("service", d.opts.Consumer.ServiceKey()))
 			d.protecting = false
 			close(d.protectStop)

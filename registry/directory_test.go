@@ -641,3 +641,31 @@ func TestDirectoryEmptyProtection(t *testing.T) {
 		t.Fatalf("EmptyProtected() = %d with protection off", n)
 	}
 }
+
+// Once its application is shutting down, a directory's empty protection
+// still keeps the healthy providers but says so at info, not as a warning:
+// the providers leaving are mostly the application's own.
+func TestDirectoryShuttingDownProtectsQuietly(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	d, err := registry.NewDirectory(registry.DirectoryOptions{Consumer: cons(), Protocol: newFakeProtocol(), Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const msg = "the registry lists no provider; keeping the healthy connections of the last list (empty protection)"
+	d.Notify([]*protocol.URL{prov(1)})
+	d.Notify(nil)
+	d.Notify([]*protocol.URL{prov(1)})
+	d.ShuttingDown()
+	d.Notify(nil)
+	if got := ports(d.Snapshot().Invokers()); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("list = %v, want [1] kept by empty protection", got)
+	}
+	var got []string
+	for _, e := range logs.FilterMessage(msg).All() {
+		got = append(got, fmt.Sprintf("%v %v", e.Level, e.ContextMap()["shutting_down"]))
+	}
+	if want := "[warn <nil> info true]"; fmt.Sprint(got) != want {
+		t.Fatalf("logged %v, want %s", got, want)
+	}
+}
