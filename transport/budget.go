@@ -40,7 +40,9 @@ const smallFrame = 4 << 10
 // reserved (one at a time, the one waiting longest): until it fits, no
 // other frame over 4 KiB is charged, so a large frame is not passed over
 // for as long as smaller ones keep coming (frames of up to 4 KiB, such
-// as heartbeats, still are when they fit). A
+// as heartbeats, still are when they fit, up to a sixty-fourth of the
+// limit, 64 KiB at least, during one reservation: then they wait too,
+// else a stream of them would take every room a release makes). A
 // connection that holds no frame at all may still read a frame of up to
 // 4 KiB while the budget is used up, so that callers with small calls
 // progress one call at a time while the connections that hold the memory
@@ -89,7 +91,10 @@ type Budget struct {
 	wakes     atomic.Uint64 // waiters woken with room granted (tests)
 	// reservations counts the waiters reserved for (tests).
 	reservations atomic.Uint64
-	reclaimed    atomic.Uint64
+	// smallSpent is what frames of up to 4 KiB were charged since the
+	// reservation under way began (smallCap bounds it).
+	smallSpent atomic.Int64
+	reclaimed  atomic.Uint64
 
 	// The shares of the remote IP addresses (perip.go): ipmu guards ips
 	// and the shares' refs; ipWaiting counts the connections waiting
@@ -123,6 +128,9 @@ type budgetWaiter struct {
 	seq     uint64
 	index   int           // in the queue
 	wake    chan struct{} // 1 slot: signalled when taken off the queue by another
+	// held is its connection's (Conn.held): a small frame may be read
+	// once it is zero.
+	held *atomic.Int64
 	// since (monoNow) is when the frame began to wait; after patience
 	// (a tenth of its connection's FrameTimeout) the reclaimer may
 	// reserve the budget for it.
@@ -199,15 +207,43 @@ func (b *Budget) release(n int) {
 	}
 }
 
+// smallCap bounds what frames of up to 4 KiB may be charged during one
+// reservation: a sixty-fourth of the limit, at least 64 KiB.
+func (b *Budget) smallCap() int64 { return max(b.limit/64, readStep) }
+
+// spendSmall counts n against smallCap, if it fits there.
+func (b *Budget) spendSmall(n int) bool {
+	if b.smallSpent.Add(int64(n)) <= b.smallCap() {
+		return true
+	}
+	b.smallSpent.Add(-int64(n))
+	return false
+}
+
+// takeSmall charges a frame of up to 4 KiB during a reservation: when it
+// fits both the budget and smallCap.
+func (b *Budget) takeSmall(n int) bool {
+	if !b.spendSmall(n) {
+		return false
+	}
+	if b.tryTake(n) {
+		return true
+	}
+	b.smallSpent.Add(-int64(n))
+	return false
+}
+
 // grant charges the frames of the waiters that now fit, smallest first,
 // and wakes them: the first that does not fit ends it, since the others
 // are larger. While a waiter is reserved for, only frames of up to 4 KiB
-// (heartbeats, small calls) are granted besides it until it fits. b.mu is
-// held.
+// (heartbeats, small calls) are granted besides it until it fits, and
+// only up to smallCap in all: a stream of them would otherwise take
+// every room a release makes, and the reserved frame would never fit.
+// b.mu is held.
 func (b *Budget) grant() {
 	if r := b.reserved; r != nil {
 		if !b.tryTake(int(r.need)) {
-			for len(b.queue) > 0 && b.queue[0].need <= smallFrame && b.tryTake(int(b.queue[0].need)) {
+			for len(b.queue) > 0 && b.queue[0].need <= smallFrame && b.takeSmall(int(b.queue[0].need)) {
 				w := b.queue[0]
 				w.granted = true
 				b.unqueue(w)
@@ -254,6 +290,18 @@ func (b *Budget) remove(w *budgetWaiter) {
 	if b.reserved == w {
 		b.reserved = nil
 		b.reserving.Store(false)
+		// The small frames of connections that hold nothing, which
+		// waited once smallCap was spent, may be read again.
+		var idle []*budgetWaiter
+		for _, q := range b.queue {
+			if q.small && q.held.Load() == 0 {
+				idle = append(idle, q)
+			}
+		}
+		for _, q := range idle {
+			b.remove(q)
+			q.signal()
+		}
 	}
 }
 
@@ -277,6 +325,7 @@ func (b *Budget) reserve(now int64) {
 		return
 	}
 	b.reserved = old
+	b.smallSpent.Store(0)
 	b.reserving.Store(true)
 	b.reservations.Add(1)
 	b.grant()
@@ -369,7 +418,7 @@ func (c *Conn) budgetFrame(n int) (*Buffer, error) {
 		// The whole frame fits in its first buffer: charge that
 		// buffer's capacity (a pooled one may be larger).
 		f := getReadBuffer(first)
-		if (total <= smallFrame || !b.reserving.Load()) && b.tryTake(cap(f.B)) {
+		if !b.reserving.Load() && b.tryTake(cap(f.B)) || total <= smallFrame && b.reserving.Load() && b.takeSmall(cap(f.B)) {
 			c.owe(f, cap(f.B))
 			return f, nil
 		}
@@ -398,7 +447,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
 	}
-	w.need, w.small = int64(total), total <= smallFrame
+	w.need, w.small, w.held = int64(total), total <= smallFrame, &c.held
 	w.since, w.patience = monoNow(), int64(c.opts.FrameTimeout/10)
 	counted := false
 	// Counted before the queue is looked at, so that a release either
@@ -426,7 +475,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 		w.granted = false
 		switch {
 		case granted:
-		case w.small && c.held.Load() == 0:
+		case w.small && c.held.Load() == 0 && (b.reserved == nil || b.spendSmall(smallFrame)):
 			b.mu.Unlock()
 			// Holds nothing: one small frame, in a buffer of its
 			// size, whether it fits or not.
@@ -438,7 +487,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
-		case (b.reserved == nil || w.small) && (len(b.queue) == 0 || w.need < b.queue[0].need) && b.tryTake(total):
+		case (len(b.queue) == 0 || w.need < b.queue[0].need) && (b.reserved == nil && b.tryTake(total) || b.reserved != nil && w.small && b.takeSmall(total)):
 			// Smaller than every waiting frame, and it fits.
 			granted = true
 		default:

@@ -372,3 +372,95 @@ func TestReservationLetsSmallFramesThrough(t *testing.T) {
 	politeRoundTrip(t, holder, "heartbeat")
 	require.Equal(t, uint64(1), s.Throttled(), "only the large frame waited")
 }
+
+// smallKeeper hands every frame to kept (the test releases them).
+type smallKeeper struct{ kept chan *transport.Buffer }
+
+func (k smallKeeper) Serve(_ *transport.Conn, f *transport.Buffer) { k.kept <- f }
+
+func (smallKeeper) Closed(*transport.Conn, error) {}
+
+// TestSmallFramesDoNotStarveReservation: 150 connections each have a
+// 4000-byte frame held by the handler (about 600 KiB of a 1 MiB budget),
+// and a 600 KiB frame waits until the budget is reserved for it. Then,
+// again and again, one small frame is released and its connection sends
+// another: frames of up to 4 KiB still go during a reservation (a
+// heartbeat must), and before, each took the room the release made, so
+// the reserved frame never fitted (passed over 1,000 times here). Now
+// the small frames charged during a reservation are bounded (64 KiB of
+// this budget); after that they wait with the rest, the held ones drain,
+// the reserved frame is read, and then the small ones that waited.
+func TestSmallFramesDoNotStarveReservation(t *testing.T) {
+	const n, small, large = 150, 4000, 600 << 10
+	k := smallKeeper{kept: make(chan *transport.Buffer, 2*n)}
+	s, addr := serve(t, k, &transport.Options{MaxMemory: 1 << 20, MaxMemoryPerIP: 1 << 20, MaxPayload: large, FrameTimeout: time.Second})
+	b := s.Budget()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		conns[i] = c
+		_, err = c.Write(frame(uint64(i), strings.Repeat("s", small)).B)
+		require.NoError(t, err)
+	}
+	var held []*transport.Buffer
+	defer func() {
+		for _, f := range held {
+			f.Release()
+		}
+	}()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for len(held) < n {
+		select {
+		case f := <-k.kept:
+			held = append(held, f)
+		case <-timeout.C:
+			t.Fatalf("%d small frames read of %d", len(held), n)
+		}
+	}
+	big, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer big.Close()
+	go func() { _, _ = big.Write(wholeFrame(n, large)) }() // waits in TCP
+	require.Eventually(t, func() bool { return transport.Reservations(b) == 1 }, 10*time.Second, time.Millisecond,
+		"the budget is reserved for the large frame: %s", transport.BudgetState(b))
+
+	passed := 0
+	for {
+		select {
+		case f := <-k.kept:
+			if len(f.B) == transport.HeaderSize+large {
+				f.Release()
+				t.Logf("the reserved frame was read after %d small frames were released", passed)
+				return
+			}
+			held = append(held, f)
+			continue
+		default:
+		}
+		require.Less(t, passed, 1000, "the reserved frame was passed over by %d small frames: %s", passed, transport.BudgetState(b))
+		if len(held) == 0 {
+			select {
+			case f := <-k.kept:
+				held = append(held, f)
+			case <-timeout.C:
+				t.Fatalf("nothing held and the reserved frame not read: %s", transport.BudgetState(b))
+			}
+			continue
+		}
+		f := held[0]
+		held = held[1:]
+		id := binary.BigEndian.Uint64(f.B[4:12])
+		f.Release()
+		passed++
+		// Its connection sends another small frame: it is read, or it
+		// waits (Throttled counts the waits).
+		before := s.Throttled()
+		_, err := conns[id].Write(frame(id, strings.Repeat("s", small)).B)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return len(k.kept) > 0 || s.Throttled() > before }, 10*time.Second, time.Millisecond,
+			"the small frame was neither read nor throttled: %s", transport.BudgetState(b))
+	}
+}
