@@ -149,6 +149,7 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 		_ = app.Shutdown(ctx)
 	}()
 
+	calling := false // the providers were found; the call itself failed
 	fail := func(err error) int {
 		switch {
 		case ref.TLS != nil && errors.Is(err, status.ErrDial) && errors.As(err, new(*tls.CertificateVerificationError)):
@@ -166,6 +167,8 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 				err, askedFor(*iface, *version, *group), lsHint(*direct, *iface))
 		case errors.Is(err, status.ErrBadRequest) && !argsSet && strings.Contains(err.Error(), "got 0"):
 			err = fmt.Errorf("%w\n(no -args were given: the arguments go in a JSON array, such as -args '[\"world\"]')", err)
+		case calling && (errors.Is(err, status.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)):
+			err = fmt.Errorf("%w\n(the call had -timeout %v: give a longer one if the method is slow)", err, *timeout)
 		case errors.Is(err, dubbo.ErrTLSRequired):
 			err = fmt.Errorf("%w\n(give -tls, or -tls-ca with the CA file that signed the provider's certificate)", err)
 		case errors.Is(err, dubbo.ErrClientCertRequired):
@@ -203,6 +206,7 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	for _, a := range attachments {
 		ctx = service.WithAttachment(ctx, a.name, a.v)
 	}
+	calling = true
 	res, err := g.Invoke(ctx, *method, callArgs)
 	if err != nil {
 		if (errors.Is(err, status.ErrBadRequest) || errors.Is(err, status.ErrServiceNotFound)) && !strings.Contains(err.Error(), exchange.PlainOnTLSMessage) {

@@ -81,3 +81,29 @@ func TestInvokeDirectHints(t *testing.T) {
 	assert.Contains(t, errOut, "dial failed: "+refused)
 	assert.True(t, strings.HasSuffix(errOut, "\n(is a provider running there? -url takes the host:port it serves on)\n"), errOut)
 }
+
+// TestInvokeTimeoutHint: a provider that does not answer within -timeout
+// (here a port that takes the connection and never answers) ends the call
+// with the timeout and what to change.
+func TestInvokeTimeoutHint(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	out, errOut, code := runCLI(t, "invoke", "-url", l.Addr().String(), "-service", "cli.Silent", "-method", "M",
+		"-args", `["x"]`, "-timeout", "300ms")
+	require.NoError(t, l.Close())
+	if c, ok := <-accepted; ok {
+		_ = c.Close()
+	}
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.True(t, strings.HasSuffix(errOut, "\n(the call had -timeout 300ms: give a longer one if the method is slow)\n"), errOut)
+}

@@ -189,7 +189,9 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 	// give up first.
 	assert.Regexp(t, `\n  error timeout                2\n    first: cluster: failover demo\.hello\.Greeter\.SayHello: `+
 		`1 attempt failed: attempt 1 on `+regexp.QuoteMeta(m[2])+`: demo\.hello\.Greeter\.SayHello timed out after 100ms `+
-		`on the (consumer calling|provider) `+regexp.QuoteMeta(m[2])+` \(reference timeout\)\n`, string(out))
+		`on the (consumer calling|provider) `+regexp.QuoteMeta(m[2])+` \(reference timeout\)\n`+
+		`    \(each call had -timeout 100ms: give a longer one, or find the slow provider `+
+		`\(its avg in the consumer-side monitor lines\)\)\n`, string(out))
 
 	// Bad flags: a clear error and a non-zero status.
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "consumer"), "-registry", zkc.Address(), "-loadbalance", "nope").CombinedOutput()

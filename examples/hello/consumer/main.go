@@ -171,7 +171,7 @@ func run() (int, error) {
 			return 2, err
 		}
 	} else {
-		printSummary(s, *lb, *cl, firstErr)
+		printSummary(s, *lb, *cl, firstErr, *timeout)
 		fmt.Println("consumer-side monitor:")
 		for _, st := range app.Monitor().Snapshot() {
 			fmt.Println("  " + st.String())
@@ -184,8 +184,16 @@ func run() (int, error) {
 }
 
 // printSummary prints s, and under each kind of error the first error of
-// that kind: the counts alone do not say why calls failed.
-func printSummary(s Summary, lb, cl string, firstErr map[string]error) {
+// that kind, with what to try when the kind has a usual cure: the counts
+// alone do not say why calls failed.
+func printSummary(s Summary, lb, cl string, firstErr map[string]error, timeout time.Duration) {
+	advice := map[string]string{
+		"timeout": fmt.Sprintf("each call had -timeout %v: give a longer one, or find the slow provider "+
+			"(its avg in the consumer-side monitor lines)", timeout),
+		"no_provider": "no provider was left to call: start one (go run ./examples/hello/provider), minidubbo ls lists them",
+		"connection":  "a provider went away or cannot be reached: minidubbo ls lists the registered ones",
+		"server_busy": "the provider refused calls beyond its limits: give a lower -concurrency",
+	}
 	fmt.Printf("%d calls (%s, %s): %d ok, %d errors; p50 %.2f ms, p99 %.2f ms\n", s.Calls, lb, cl, s.OK, s.Errors, s.P50, s.P99)
 	addrs := make([]string, 0, len(s.ByProvider))
 	for a := range s.ByProvider {
@@ -199,6 +207,9 @@ func printSummary(s Summary, lb, cl string, firstErr map[string]error) {
 		fmt.Printf("  error %-16s %7d\n", k, s.ErrorsByKind[k])
 		if err := firstErr[k]; err != nil {
 			fmt.Printf("    first: %s\n", strings.ReplaceAll(err.Error(), "\n", "\n           "))
+		}
+		if a := advice[k]; a != "" {
+			fmt.Printf("    (%s)\n", a)
 		}
 	}
 }
