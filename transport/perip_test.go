@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -251,4 +253,34 @@ func TestPerIPLeavingWaiterLetsNextIn(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recv(t, ctx, h.frames), transport.HeaderSize+body)
 	require.Eventually(t, func() bool { return s.Budget().Used() == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// TestPerIPCutSaysWhy: a frame cut while only its address's frames wait
+// for their share (the budget has room) says so, in its error and in the
+// log; it said "while other connections waited for memory" and "memory
+// budget used up" with most of the budget free.
+func TestPerIPCutSaysWhy(t *testing.T) {
+	ctx := testCtx(t)
+	core, logs := observer.New(zap.WarnLevel)
+	h := newRecorder(false)
+	const body = 1 << 20
+	s, addr := serve(t, h, &transport.Options{MaxMemory: 64 << 20, MaxMemoryPerIP: body, MaxPayload: body,
+		FrameTimeout: time.Second, Logger: zap.New(core)})
+	_, err := dialFrom(t, "127.0.0.2", addr).Write(header(1, body))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Budget().Used() == transport.HeaderSize+body }, 10*time.Second, time.Millisecond)
+	_, err = dialFrom(t, "127.0.0.2", addr).Write(header(2, body))
+	require.NoError(t, err)
+
+	err = recvErr(t, ctx, h.closed)
+	require.ErrorIs(t, err, transport.ErrSlowFrame)
+	require.ErrorContains(t, err, "sent 0 bytes of a 1048576-byte body")
+	require.ErrorContains(t, err, "while other frames from its address waited for its share of memory (MaxMemoryPerIP)")
+	require.NotContains(t, err.Error(), "waited for memory")
+	require.Equal(t, uint64(1), s.Reclaimed())
+	require.Zero(t, s.Throttled(), "the budget had room")
+	cut := logs.FilterMessageSnippet("closing a frame far behind its pace").All()
+	require.Len(t, cut, 1, "%v", logs.All())
+	require.Contains(t, cut[0].Message, "memory share of an address used up")
+	require.NotContains(t, cut[0].Message, "budget")
 }

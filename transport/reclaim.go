@@ -128,9 +128,16 @@ func (b *Budget) reclaim() {
 		// share wait (perip.go), only that address's frames are judged.
 		judge := short || c.ip != nil && c.ip.waited()
 		if got, size, took, ok := c.behindPace(now); judge && ok {
-			b.reclaimConn(c, "a frame far behind its pace", fmt.Errorf(
-				"%w: %s sent %d bytes of a %d-byte body in %v (FrameTimeout %v), while other connections waited for memory",
-				ErrSlowFrame, c.nc.RemoteAddr(), got, size, took.Round(time.Millisecond), c.opts.FrameTimeout))
+			// Say which wait it was: the budget's, or only its
+			// address's share's (the budget has room then).
+			msg, while := "memory budget used up: closing a frame far behind its pace", "other connections waited for memory"
+			if !short {
+				msg = "memory share of an address used up (MaxMemoryPerIP): closing a frame far behind its pace"
+				while = "other frames from its address waited for its share of memory (MaxMemoryPerIP)"
+			}
+			b.reclaimConn(c, msg, fmt.Errorf(
+				"%w: %s sent %d bytes of a %d-byte body in %v (FrameTimeout %v), while %s",
+				ErrSlowFrame, c.nc.RemoteAddr(), got, size, took.Round(time.Millisecond), c.opts.FrameTimeout, while))
 			continue
 		}
 		c.mu.Lock()
@@ -167,7 +174,7 @@ func (b *Budget) reclaim() {
 			if i > 0 && used-freed+need <= b.limit {
 				break
 			}
-			b.reclaimConn(s.c, "a peer that takes none of its answers", fmt.Errorf(
+			b.reclaimConn(s.c, "memory budget used up: closing a peer that takes none of its answers", fmt.Errorf(
 				"%w: %s took none of its answers (%d bytes queued) for %v, while other connections waited for memory",
 				ErrSlowPeer, s.c.nc.RemoteAddr(), s.queued, s.c.opts.FrameTimeout))
 			freed += int64(s.queued)
@@ -189,8 +196,8 @@ func (b *Budget) reclaim() {
 }
 
 // reclaimConn closes c with err to give its memory back, counts it and
-// logs the 1st, 2nd, 4th, 8th... of the budget.
-func (b *Budget) reclaimConn(c *Conn, why string, err error) {
+// logs (msg) the 1st, 2nd, 4th, 8th... of the budget.
+func (b *Budget) reclaimConn(c *Conn, msg string, err error) {
 	if !c.shutdown(err, false) {
 		return // closing already
 	}
@@ -198,7 +205,7 @@ func (b *Budget) reclaimConn(c *Conn, why string, err error) {
 		c.reclaims.Add(1)
 	}
 	if n := b.reclaimed.Add(1); n&(n-1) == 0 {
-		c.opts.Logger.Warn("memory budget used up: closing "+why,
+		c.opts.Logger.Warn(msg,
 			zap.Stringer("peer", c.nc.RemoteAddr()), zap.Uint64("reclaimed", n), zap.Error(err))
 	}
 }
