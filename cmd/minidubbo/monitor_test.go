@@ -179,6 +179,7 @@ func TestReportFlags(t *testing.T) {
 		{[]string{"-since", "soon"}, 2, `since "soon": want a duration`},
 		{[]string{"-monitor", "http://x", "-data", "/tmp"}, 2, "give -monitor or -data, not both"},
 		{[]string{"-data", "/nonexistent/minidubbo"}, 1, "no monitor data in /nonexistent/minidubbo"},
+		{[]string{"-data", "/nonexistent/minidubbo"}, 1, "\n(give -data the -data directory of minidubbo monitor; its default is " + defaultDataDir() + ")\n"},
 		{[]string{"-monitor", "ftp://x"}, 2, `-monitor "ftp://x": want http://host:port, the -http address of minidubbo monitor`},
 	} {
 		_, errOut, code := runCLI(t, append([]string{"report"}, tc.args...)...)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"slices"
@@ -116,6 +117,9 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 
 func reportFromData(ctx context.Context, dir string, q store.Query) (*store.Summary, error) {
 	st, err := store.Open(dir, store.Options{ReadOnly: true})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w\n(give -data the -data directory of minidubbo monitor; its default is %s)", err, defaultDataDir())
+	}
 	if err != nil {
 		return nil, err
 	}
