@@ -54,7 +54,7 @@ const smallFrame = 4 << 10
 // While connections wait for room, the budget closes the connections
 // that hold memory without their peers doing their part, and counts them
 // (Reclaimed): a frame in progress far behind the pace its FrameTimeout
-// implies (its declared length per FrameTimeout, after a tenth of
+// implies (half its declared length per FrameTimeout, after a tenth of
 // FrameTimeout, with 64 KiB of slack: a frame is charged whole from its
 // header on, so a peer that declared large frames and sent little would
 // otherwise hold that much until FrameTimeout, for the price of a

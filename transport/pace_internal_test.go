@@ -21,9 +21,10 @@ func paceConn(nc net.Conn, size int64, took time.Duration) *Conn {
 
 // TestPaceCountsBytesWaitingInSocket: a frame is behind its pace only if
 // its peer did not send: bytes that wait unread in the server's socket
-// (a reader short of CPU) count as sent. A 100 KiB frame 900 ms into a
-// 1 s FrameTimeout should have 80 KiB (64 KiB of slack); with 40 KiB
-// sent and not read yet it is not behind, with nothing sent it is. Linux
+// (a reader short of CPU) count as sent. A 200 KiB frame 900 ms into a
+// 1 s FrameTimeout should have 80 KiB (half of 200 KiB x 800/1000, and
+// 64 KiB of slack); with 40 KiB sent and not read yet it is not behind,
+// with nothing sent it is. Linux
 // only (elsewhere the socket's unread bytes are not told).
 func TestPaceCountsBytesWaitingInSocket(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -39,7 +40,7 @@ func TestPaceCountsBytesWaitingInSocket(t *testing.T) {
 	require.NoError(t, err)
 	defer server.Close()
 
-	c := paceConn(server, 100<<10, 900*time.Millisecond)
+	c := paceConn(server, 200<<10, 900*time.Millisecond)
 	_, _, _, behind := c.behindPace(monoNow())
 	require.True(t, behind, "nothing sent of the frame")
 

@@ -14,9 +14,10 @@ import (
 // the budget's connections every scanEvery and closes those that hold
 // memory without the peer doing its part (reclaimed):
 //
-//   - a frame in progress that arrives slower than the pace its FrameTimeout
-//     implies (its declared length per FrameTimeout, after a grace of a
-//     tenth of FrameTimeout, with readStep bytes of slack): its header
+//   - a frame in progress that arrives slower than half the pace its
+//     FrameTimeout implies (half its declared length per FrameTimeout,
+//     after a grace of a tenth of FrameTimeout, with readStep bytes of
+//     slack: a peer that keeps up on average may pause): its header
 //     charged the declared length, so a peer that declares large frames
 //     and sends little would hold the budget until FrameTimeout for the
 //     price of a header;
@@ -237,7 +238,10 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 		// judges it.
 		return 0, 0, took, false
 	}
-	want := int64(float64(size) * min(float64(late)/float64(ft), 1))
+	// Half the declared length per FrameTimeout: FrameTimeout itself
+	// bounds the frame, and a peer that keeps up on average may pause
+	// (short of CPU, say) and catch up.
+	want := int64(float64(size) * min(float64(late)/float64(2*ft), 1))
 	if got+readStep >= want {
 		return got, size, took, false
 	}

@@ -405,3 +405,112 @@ func TestReclaimEnoughForReservedFrame(t *testing.T) {
 	}
 	require.Equal(t, uint64(3), frozen.Reclaimed())
 }
+
+// paceSetup serves a budget of 4 MiB whose 2.5 MiB are held by a kept
+// frame, starts a 1 MiB frame on a new connection with the first bytes
+// of its body (charged whole: 3.5 MiB), then makes a 1 MiB frame of a third
+// connection wait for room, so that the reclaimer looks. FrameTimeout is
+// 2 s. It returns the server, the kept frames and the started
+// connection with the rest of its frame.
+func paceSetup(t *testing.T, h *closeLog, first int) (*transport.Server, chan *transport.Buffer, net.Conn, []byte) {
+	t.Helper()
+	k := keeper{kept: make(chan *transport.Buffer, 4)}
+	s, addr := serve(t, closeKeeper{k, h}, &transport.Options{MaxMemory: 4 << 20, MaxMemoryPerIP: 4 << 20, MaxPayload: 5 << 19, FrameTimeout: 2 * time.Second})
+	b := s.Budget()
+	holder, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close() })
+	go func() { _, _ = holder.Write(wholeFrame(1, 5<<19)) }()
+	select {
+	case f := <-k.kept:
+		t.Cleanup(f.Release)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the holder's frame was not read")
+	}
+	peer, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { peer.Close() })
+	f := wholeFrame(2, 1<<20)
+	_, err = peer.Write(f[:transport.HeaderSize+first])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.Used() >= 5<<19+1<<20 }, 10*time.Second, time.Millisecond, "the frame is charged")
+	waiter, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { waiter.Close() })
+	go func() { _, _ = waiter.Write(wholeFrame(3, 1<<20)) }()
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond, "a frame waits for room")
+	return s, k.kept, peer, f[transport.HeaderSize+first:]
+}
+
+// closeKeeper keeps frames as keeper does and logs closes as closeLog.
+type closeKeeper struct {
+	keeper
+	*closeLog
+}
+
+func (h closeKeeper) Serve(c *transport.Conn, f *transport.Buffer) { h.keeper.Serve(c, f) }
+func (h closeKeeper) Closed(c *transport.Conn, err error)          { h.closeLog.Closed(c, err) }
+
+// TestPaceSparesPausedPeer: a peer sends the first quarter of a 1 MiB
+// frame at once and then nothing for a second (half its FrameTimeout of
+// 2 s: its process was short of CPU, say) before the rest, while another
+// frame waits for memory. Its frame ends well within FrameTimeout, so it
+// is not closed: the pace asked is half the declared length per
+// FrameTimeout (after a tenth of it, 64 KiB of slack), so a peer that
+// keeps up on average may pause. (At the full pace, 1 MiB per 2 s, it was
+// closed after about 0.83 s of its frame, "sent 262144 bytes of a
+// 1048576-byte body": a consumer whose writer was descheduled, 1 call in
+// 240 at FrameTimeout 1 s, load 19.)
+func TestPaceSparesPausedPeer(t *testing.T) {
+	h := newCloseLog(false)
+	s, kept, peer, rest := paceSetup(t, h, 256<<10)
+	// The pause is what this test is about.
+	time.Sleep(time.Second)
+	if _, err := peer.Write(rest); err != nil {
+		t.Fatalf("the paused peer was closed: %v (%v)", closeErrors(t, h, 1)[0], err)
+	}
+	select {
+	case f := <-kept:
+		require.Len(t, f.B, transport.HeaderSize+1<<20)
+		require.Equal(t, uint64(2), binary.BigEndian.Uint64(f.B[4:12]))
+		f.Release()
+	case err := <-h.closed:
+		t.Fatalf("the paused peer was closed: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the paused peer's frame was not read")
+	}
+	require.Zero(t, s.Reclaimed())
+}
+
+// TestPaceClosesTrickler: a peer that sends a 1 MiB frame at 80 KiB/s
+// from its header on (8 KiB every 100 ms: it would take 13 s, a
+// FrameTimeout of 2 s ends it anyway) while another frame waits for
+// memory is far behind even half the pace of its FrameTimeout (after
+// about 0.65 s), and is closed by the reclaimer, counted, before its
+// FrameTimeout.
+func TestPaceClosesTrickler(t *testing.T) {
+	h := newCloseLog(false)
+	s, _, peer, rest := paceSetup(t, h, 0)
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i+8<<10 <= len(rest); i += 8 << 10 {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := peer.Write(rest[i : i+8<<10]); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-trickled }()
+	err := closeErrors(t, h, 1)[0]
+	require.ErrorIs(t, err, transport.ErrSlowFrame)
+	require.ErrorContains(t, err, "while other connections waited for memory", "closed by the reclaimer, not by FrameTimeout")
+	require.Eventually(t, func() bool { return s.Reclaimed() == 1 }, 10*time.Second, time.Millisecond)
+}
