@@ -106,6 +106,28 @@ func (a *Application) awaitRegistry(ctx context.Context, id string, r registry.R
 func (a *Application) explainNoProvider(ref *reference, s refSpec) func(error) error {
 	ids := a.registryIDs(s.rc.Registries)
 	return func(err error) error {
-		return fmt.Errorf("%w; asked %s", err, a.describeRegistries(ids, ref.subs, ref.consumer))
+		asked := a.describeRegistries(ids, ref.subs, ref.consumer)
+		if noneRegistered(ref.subs, ref.consumer) {
+			return fmt.Errorf("%w; asked %s (is a provider of %s running? Its interface name must be this one exactly)",
+				err, asked, ref.consumer.Interface())
+		}
+		return fmt.Errorf("%w; asked %s", err, asked)
 	}
+}
+
+// noneRegistered reports whether every one of regs is connected and lists
+// no provider of consumer's interface, of any version or group: nothing
+// to match, so the advice is to start one, not to fix a version.
+func noneRegistered(regs []registry.Registry, consumer *protocol.URL) bool {
+	for _, r := range regs {
+		hr, ok := r.(registry.HealthReporter)
+		if !ok {
+			return false
+		}
+		h := hr.Health(consumer)
+		if !h.Connected || !h.Listed || len(h.Registered) > 0 {
+			return false
+		}
+	}
+	return len(regs) > 0
 }

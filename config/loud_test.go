@@ -133,3 +133,18 @@ func TestNoProviderListsRegisteredVersions(t *testing.T) {
 	assert.EqualError(t, err, `config: refer orders: check: cluster: no provider test.Orders; asked registry mem: memory:// `+
 		`(connected; registered: version "1.0" on 2 providers, version "2.0" group "eu" on 1 provider)`)
 }
+
+// A call to an interface nobody registered says so and what to check;
+// when other versions are registered, the list of them is the hint.
+func TestNoProviderOfAnyVersionSaysWhatToDo(t *testing.T) {
+	ctx := testCtx(t)
+	reg := memory.New()
+	defer reg.Close()
+	cons := memoryApp(t, reg, config.ServiceConfig{}, config.ReferenceConfig{Interface: "test.Nobody"})
+	var c ordersClient
+	require.NoError(t, cons.Refer(ctx, "orders", &c))
+	_, err := c.Tag(ctx)
+	require.ErrorIs(t, err, cluster.ErrNoProvider)
+	assert.EqualError(t, err, `cluster: no provider for service test.Nobody (method Tag); asked registry mem: memory:// `+
+		`(connected; registered: no provider of any version) (is a provider of test.Nobody running? Its interface name must be this one exactly)`)
+}

@@ -190,7 +190,6 @@ func printSummary(s Summary, lb, cl string, firstErr map[string]error, timeout t
 	advice := map[string]string{
 		"timeout": fmt.Sprintf("each call had -timeout %v: give a longer one, or find the slow provider "+
 			"(its avg in the consumer-side monitor lines)", timeout),
-		"no_provider": "no provider was left to call: start one (go run ./examples/hello/provider), minidubbo ls lists them",
 		"connection":  "a provider went away or cannot be reached: minidubbo ls lists the registered ones",
 		"server_busy": "the provider refused calls beyond its limits: give a lower -concurrency",
 	}
