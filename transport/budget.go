@@ -55,7 +55,8 @@ const smallFrame = 4 << 10
 // that hold memory without their peers doing their part, and counts them
 // (Reclaimed): a frame in progress far behind the pace its FrameTimeout
 // implies (half its declared length per FrameTimeout, after a tenth of
-// FrameTimeout, with 64 KiB of slack: a frame is charged whole from its
+// FrameTimeout, with 64 KiB of slack, so never a frame of up to 128 KiB,
+// which FrameTimeout and MaxMemoryPerIP bound: a frame is charged whole from its
 // header on, so a peer that declared large frames and sent little would
 // otherwise hold that much until FrameTimeout, for the price of a
 // header), closed with ErrSlowFrame; and a connection with answers queued
@@ -418,9 +419,21 @@ func (c *Conn) budgetFrame(n int) (*Buffer, error) {
 		// The whole frame fits in its first buffer: charge that
 		// buffer's capacity (a pooled one may be larger).
 		f := getReadBuffer(first)
-		if !b.reserving.Load() && b.tryTake(cap(f.B)) || total <= smallFrame && b.reserving.Load() && b.takeSmall(cap(f.B)) {
+		if !b.reserving.Load() && b.tryTake(cap(f.B)) {
 			c.owe(f, cap(f.B))
 			return f, nil
+		}
+		if total <= smallFrame && b.reserving.Load() {
+			// Counted against smallCap: charged its own size, not a
+			// larger pooled buffer's.
+			if cap(f.B) > smallFrame {
+				f.Release()
+				f = smallBuffer(first)
+			}
+			if b.takeSmall(cap(f.B)) {
+				c.owe(f, cap(f.B))
+				return f, nil
+			}
 		}
 		f.Release()
 	} else if !b.reserving.Load() && b.tryTake(total) {
@@ -431,6 +444,18 @@ func (c *Conn) budgetFrame(n int) (*Buffer, error) {
 		return f, nil
 	}
 	return c.budgetWait(n, total, first)
+}
+
+// smallBuffer returns a buffer for a frame of up to 4 KiB with room for
+// its first n bytes, never on a pooled array larger than 4 KiB: it is
+// charged about its own size, not a pooled buffer's (up to 64 KiB).
+func smallBuffer(n int) *Buffer {
+	f := buffers.Get().(*Buffer)
+	if cap(f.B) > smallFrame {
+		f.B = nil
+	}
+	f.B = growExact(f.B[:0], n)
+	return f
 }
 
 // owe records that f holds n bytes of c's budget, charged already.
@@ -479,11 +504,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.mu.Unlock()
 			// Holds nothing: one small frame, in a buffer of its
 			// size, whether it fits or not.
-			f := buffers.Get().(*Buffer)
-			if cap(f.B) > smallFrame {
-				f.B = nil
-			}
-			f.B = growExact(f.B[:0], first)
+			f := smallBuffer(first)
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
@@ -495,7 +516,12 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 		}
 		b.mu.Unlock()
 		if granted {
-			f := getReadBuffer(first)
+			var f *Buffer
+			if w.small {
+				f = smallBuffer(first)
+			} else {
+				f = getReadBuffer(first)
+			}
 			if extra := cap(f.B) - total; extra > 0 {
 				b.charge(extra)
 				total += extra
