@@ -154,6 +154,9 @@ type Conn struct {
 	ip          *ipShare
 	ipw         ipWaiter
 	ipThrottles *atomic.Uint64
+	// tlsWrites counts the writes under a TLS server connection that
+	// took bytes (tlsprogress.go; nil otherwise).
+	tlsWrites *atomic.Uint64
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -194,6 +197,7 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 		c.throttles, c.reclaims, c.ipThrottles = &counts.throttled, &counts.reclaimed, &counts.ipThrottled
 	}
 	if b != nil {
+		c.tlsWrites = writesUnder(nc)
 		if int64(o.MaxMemoryPerIP) < b.limit {
 			c.ip = b.shareOf(nc)
 		}

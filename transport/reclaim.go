@@ -29,7 +29,8 @@ import (
 //     for ever otherwise). A write that takes bytes counts as progress
 //     (Conn.progress per batch, and on Linux directWrite.sent per writev
 //     of a batch, so a slow reader of a large answer is not taken for
-//     one that stopped; over TLS only whole batches count).
+//     one that stopped; over a TLS server connection, the writes under
+//     TLS, record by record: countingConn).
 //
 // It also reserves the budget for the frame that has waited longest, once
 // that is a tenth of its FrameTimeout (Budget.reserve). It runs only
@@ -146,6 +147,8 @@ func (b *Budget) reclaim() {
 		c.mu.Unlock()
 		if c.direct != nil {
 			p += c.direct.sent.Load()
+		} else if c.tlsWrites != nil {
+			p += c.tlsWrites.Load()
 		}
 		if q == 0 || p != c.seenProgress || c.seenAt < since || !short {
 			c.seenProgress, c.seenAt = p, now

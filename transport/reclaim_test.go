@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -513,4 +515,52 @@ func TestPaceClosesTrickler(t *testing.T) {
 	require.ErrorIs(t, err, transport.ErrSlowFrame)
 	require.ErrorContains(t, err, "while other connections waited for memory", "closed by the reclaimer, not by FrameTimeout")
 	require.Eventually(t, func() bool { return s.Reclaimed() == 1 }, 10*time.Second, time.Millisecond)
+}
+
+// TestReclaimSparesSlowReaderOverTLS: TestReclaimSparesSlowReader over
+// TLS. The 3.5 MiB answer is one batch, which TLS writes record by
+// record; the writes under TLS that take bytes count as the peer's
+// progress, so the slow reader (about 1 MiB/s, FrameTimeout 1 s) is not
+// closed as one that took none of its answers. (Counting whole batches,
+// as before, closed it: the batch takes about 3 s.)
+func TestReclaimSparesSlowReaderOverTLS(t *testing.T) {
+	serverTLS, clientTLS := testcert.SelfSigned(t)
+	clientTLS = clientTLS.Clone()
+	clientTLS.ServerName = "127.0.0.1"
+	h := newCloseLog(false)
+	s, addr := serveSmallSends(t, bigOnA{h}, &transport.Options{TLS: serverTLS, MaxMemory: 4 << 20, MaxPayload: 7 << 19, FrameTimeout: time.Second})
+
+	raw, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, raw.(*net.TCPConn).SetReadBuffer(32<<10))
+	slow := tls.Client(raw, clientTLS)
+	_ = slow.SetDeadline(time.Now().Add(30 * time.Second))
+	require.NoError(t, slow.Handshake())
+	_, err = slow.Write(frame(1, "A").B)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Budget().Used() > 7<<19 }, 10*time.Second, time.Millisecond, "the answer is queued")
+
+	other, err := tls.Dial("tcp", addr, clientTLS)
+	require.NoError(t, err)
+	defer other.Close()
+	body := strings.Repeat("o", 1<<20)
+	_, err = other.Write(frame(2, body).B)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond, "the 1 MiB frame waits")
+
+	// The slow reader's pace is what this test is about.
+	got, buf := 0, make([]byte, 64<<10)
+	for got < transport.HeaderSize+7<<19 {
+		k, err := io.ReadFull(slow, buf[:min(len(buf), transport.HeaderSize+7<<19-got)])
+		require.NoError(t, err, "the slow reader was closed after %d bytes", got+k)
+		got += k
+		<-time.After(50 * time.Millisecond)
+	}
+	_ = other.SetReadDeadline(time.Now().Add(10 * time.Second))
+	echo := make([]byte, transport.HeaderSize+len(body))
+	_, err = io.ReadFull(other, echo)
+	require.NoError(t, err)
+	require.Equal(t, body, string(echo[transport.HeaderSize:]))
+	require.Zero(t, s.Reclaimed())
 }

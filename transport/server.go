@@ -168,7 +168,7 @@ func (s *Server) Serve(l net.Listener) error {
 				s.mu.Unlock()
 				return
 			}
-			tc := tls.Server(conn, s.opts.TLS)
+			tc := tls.Server(&countingConn{Conn: conn}, s.opts.TLS)
 			if err := tc.Handshake(); err != nil {
 				s.failedTLS.Add(1)
 				s.opts.Logger.Debug("tls handshake", zap.Stringer("peer", nc.RemoteAddr()), zap.Error(err))
