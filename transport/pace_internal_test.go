@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"net"
 	"runtime"
 	"testing"
@@ -79,4 +80,27 @@ func TestPaceNotJudgedByPreviousFrame(t *testing.T) {
 	_, _, took, behind = c.behindPace(monoNow())
 	require.False(t, behind)
 	require.Less(t, took, 900*time.Millisecond)
+}
+
+// TestSocketUnreadUnderPlainOnTLSSniff: a TLS server with PlainOnTLS (every
+// exchange server) hands the handshake a prefixConn, under the counting
+// conn: the bytes waiting in the socket are still told through both.
+func TestSocketUnreadUnderPlainOnTLSSniff(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a socket's unread bytes are told on Linux only")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	client, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	server, err := l.Accept()
+	require.NoError(t, err)
+	defer server.Close()
+	_, err = client.Write(make([]byte, 4000))
+	require.NoError(t, err)
+	wrapped := tls.Server(&countingConn{Conn: &prefixConn{Conn: server}}, nil)
+	require.Eventually(t, func() bool { return socketUnread(wrapped) == 4000 }, 10*time.Second, time.Millisecond,
+		"unread bytes told through tls.Conn, countingConn and prefixConn")
 }

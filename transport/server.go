@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -316,6 +317,16 @@ const plainDrain = 1 << 20
 type prefixConn struct {
 	net.Conn
 	prefix []byte
+}
+
+// SyscallConn is the TCP connection's, so that the reclaimer can still
+// tell the bytes waiting in the socket (socketUnread) of a TLS connection
+// over a prefixConn.
+func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *prefixConn) Read(b []byte) (int, error) {
