@@ -31,21 +31,13 @@ func TestPaceCountsBytesWaitingInSocket(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("a socket's unread bytes are told on Linux only")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	client, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
-	defer client.Close()
-	server, err := l.Accept()
-	require.NoError(t, err)
-	defer server.Close()
+	client, server := loopbackPair(t)
 
 	c := paceConn(server, 200<<10, 900*time.Millisecond)
 	_, _, _, behind := c.behindPace(monoNow())
 	require.True(t, behind, "nothing sent of the frame")
 
-	_, err = client.Write(make([]byte, 40<<10))
+	_, err := client.Write(make([]byte, 40<<10))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return socketUnread(server) == 40<<10 }, 10*time.Second, time.Millisecond,
 		"40 KiB written, waiting in the server's socket")
@@ -89,18 +81,26 @@ func TestSocketUnreadUnderPlainOnTLSSniff(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("a socket's unread bytes are told on Linux only")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	client, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
-	defer client.Close()
-	server, err := l.Accept()
-	require.NoError(t, err)
-	defer server.Close()
-	_, err = client.Write(make([]byte, 4000))
+	client, server := loopbackPair(t)
+	_, err := client.Write(make([]byte, 4000))
 	require.NoError(t, err)
 	wrapped := tls.Server(&countingConn{Conn: &prefixConn{Conn: server}}, nil)
 	require.Eventually(t, func() bool { return socketUnread(wrapped) == 4000 }, 10*time.Second, time.Millisecond,
 		"unread bytes told through tls.Conn, countingConn and prefixConn")
+}
+
+// loopbackPair returns both ends of one TCP connection on 127.0.0.1,
+// closed (with their listener) when the test ends.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	client, err = net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	server, err = l.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { server.Close() })
+	return client, server
 }

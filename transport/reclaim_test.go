@@ -233,11 +233,21 @@ func TestReclaimSparesSlowReader(t *testing.T) {
 	require.NoError(t, err)
 	defer slow.Close()
 	require.NoError(t, slow.(*net.TCPConn).SetReadBuffer(32<<10))
-	_, err = slow.Write(frame(1, "A").B)
+	spareSlowReader(t, s, slow, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+}
+
+// spareSlowReader runs the part TestReclaimSparesSlowReader and its TLS
+// twin share: slow asks bigOnA for its 3.5 MiB answer; once it is queued
+// a 1 MiB frame from another connection waits for memory; slow reads the
+// answer at about 1 MiB/s and is not closed; then the waiting frame is
+// read and echoed, and nothing was reclaimed.
+func spareSlowReader(t *testing.T, s *transport.Server, slow net.Conn, dialOther func() (net.Conn, error)) {
+	t.Helper()
+	_, err := slow.Write(frame(1, "A").B)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.Budget().Used() > 7<<19 }, 10*time.Second, time.Millisecond, "the answer is queued")
 
-	other, err := net.Dial("tcp", addr)
+	other, err := dialOther()
 	require.NoError(t, err)
 	defer other.Close()
 	body := strings.Repeat("o", 1<<20)
@@ -537,30 +547,5 @@ func TestReclaimSparesSlowReaderOverTLS(t *testing.T) {
 	slow := tls.Client(raw, clientTLS)
 	_ = slow.SetDeadline(time.Now().Add(30 * time.Second))
 	require.NoError(t, slow.Handshake())
-	_, err = slow.Write(frame(1, "A").B)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.Budget().Used() > 7<<19 }, 10*time.Second, time.Millisecond, "the answer is queued")
-
-	other, err := tls.Dial("tcp", addr, clientTLS)
-	require.NoError(t, err)
-	defer other.Close()
-	body := strings.Repeat("o", 1<<20)
-	_, err = other.Write(frame(2, body).B)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond, "the 1 MiB frame waits")
-
-	// The slow reader's pace is what this test is about.
-	got, buf := 0, make([]byte, 64<<10)
-	for got < transport.HeaderSize+7<<19 {
-		k, err := io.ReadFull(slow, buf[:min(len(buf), transport.HeaderSize+7<<19-got)])
-		require.NoError(t, err, "the slow reader was closed after %d bytes", got+k)
-		got += k
-		<-time.After(50 * time.Millisecond)
-	}
-	_ = other.SetReadDeadline(time.Now().Add(10 * time.Second))
-	echo := make([]byte, transport.HeaderSize+len(body))
-	_, err = io.ReadFull(other, echo)
-	require.NoError(t, err)
-	require.Equal(t, body, string(echo[transport.HeaderSize:]))
-	require.Zero(t, s.Reclaimed())
+	spareSlowReader(t, s, slow, func() (net.Conn, error) { return tls.Dial("tcp", addr, clientTLS) })
 }
