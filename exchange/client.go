@@ -768,8 +768,11 @@ func (c *Client) heartbeat(ticks <-chan time.Time) {
 		select {
 		case <-c.conn.Done():
 			return
-		case <-ticks:
-			now, last := time.Now(), c.conn.LastRead()
+		case now := <-ticks:
+			// The tick's own time, not the time it is handled: a goroutine
+			// run late judges by when it was due, so the wait between two
+			// ticks it was slow to handle is not counted against the peer.
+			last := c.conn.LastRead()
 			if last.After(asked) {
 				asked = time.Time{} // read since (or never asked)
 			}

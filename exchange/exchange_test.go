@@ -429,11 +429,13 @@ func TestLateTickAsksBeforeDead(t *testing.T) {
 	d := exchange.NewClient(x, &exchange.Options{Heartbeat: hb})
 	defer d.Close()
 	time.Sleep(3 * hb)
-	ticks <- time.Now() // asks
-	ticks <- time.Now()
+	// The ticks carry their own times: the client judges by them, so how
+	// late this goroutine or the client's is run does not matter.
+	at := time.Now()
+	ticks <- at // asks
+	ticks <- at.Add(hb / 2)
 	require.True(t, d.Available(), "taken as dead before its heartbeat had 1.5 intervals to be answered")
-	time.Sleep(2 * hb) // the heartbeat's 1.5 intervals pass unanswered
-	ticks <- time.Now()
+	ticks <- at.Add(2 * hb) // the heartbeat's 1.5 intervals passed unanswered
 	require.Eventually(t, func() bool { return !d.Available() }, 10*time.Second, time.Millisecond, "a silent peer kept")
 	_, err = call(ctx, d, "after")
 	require.ErrorIs(t, err, status.ErrClosed)
