@@ -259,9 +259,10 @@ func (c *Client) start(conn *transport.Conn) {
 	c.canLead = conn.Plain()
 	c.mu.Unlock()
 	ticks, stop := heartbeatTicks(max(c.opts.Heartbeat/4, time.Millisecond))
+	clock := heartbeatClock
 	c.wg.Go(func() {
 		defer stop()
-		c.heartbeat(ticks)
+		c.heartbeat(ticks, clock)
 	})
 	if c.canLead {
 		c.wg.Go(c.standbyLoop)
@@ -754,13 +755,20 @@ var heartbeatTicks = func(d time.Duration) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
+// heartbeatClock is what a client's heartbeat goroutine takes as the time
+// of a tick: the clock when it handles the tick. (A tick's own time is when
+// it was due; a goroutine run late would then count the time it was not
+// run against the heartbeat it sends on that tick.) A test that delivers
+// the ticks replaces it to have the client judge by the times it sends.
+var heartbeatClock = func(time.Time) time.Time { return time.Now() }
+
 // heartbeat sends a heartbeat on each tick while nothing was read for a
 // heartbeat interval, and aborts the connection when nothing was read for
 // 2.5 intervals and the first heartbeat sent since has gone unanswered for
 // 1.5. The second condition keeps a goroutine that was not run for longer
 // than that (a machine loaded with other work, a pause of the process)
 // from taking a live peer as dead without having asked it.
-func (c *Client) heartbeat(ticks <-chan time.Time) {
+func (c *Client) heartbeat(ticks <-chan time.Time, clock func(tick time.Time) time.Time) {
 	hb := c.opts.Heartbeat
 	dead := hb*5/2 + 1
 	var asked time.Time // the first heartbeat sent since the last read
@@ -768,11 +776,8 @@ func (c *Client) heartbeat(ticks <-chan time.Time) {
 		select {
 		case <-c.conn.Done():
 			return
-		case now := <-ticks:
-			// The tick's own time, not the time it is handled: a goroutine
-			// run late judges by when it was due, so the wait between two
-			// ticks it was slow to handle is not counted against the peer.
-			last := c.conn.LastRead()
+		case tick := <-ticks:
+			now, last := clock(tick), c.conn.LastRead()
 			if last.After(asked) {
 				asked = time.Time{} // read since (or never asked)
 			}

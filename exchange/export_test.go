@@ -15,11 +15,14 @@ func (c *Client) Timed() int {
 }
 
 // SetHeartbeatTicks makes the clients started until t ends take their
-// heartbeat ticks from ticks.
+// heartbeat ticks from ticks, and each tick's time as the time it is
+// handled, so a test decides how far apart two ticks are however late
+// either goroutine is run.
 func SetHeartbeatTicks(t testing.TB, ticks <-chan time.Time) {
-	old := heartbeatTicks
+	oldTicks, oldClock := heartbeatTicks, heartbeatClock
 	heartbeatTicks = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
-	t.Cleanup(func() { heartbeatTicks = old })
+	heartbeatClock = func(tick time.Time) time.Time { return tick }
+	t.Cleanup(func() { heartbeatTicks, heartbeatClock = oldTicks, oldClock })
 }
 
 // LastRead returns when c last read a frame.
