@@ -422,9 +422,9 @@ func TestReclaimEnoughForReservedFrame(t *testing.T) {
 // frame, starts a 1 MiB frame on a new connection with the first bytes
 // of its body (charged whole: 3.5 MiB), then makes a 1 MiB frame of a third
 // connection wait for room, so that the reclaimer looks. FrameTimeout is
-// 2 s. It returns the server, the kept frames and the started
-// connection with the rest of its frame.
-func paceSetup(t *testing.T, h *closeLog, first int) (*transport.Server, chan *transport.Buffer, net.Conn, []byte) {
+// 2 s. It returns the server, the kept frames, the started connection
+// with the rest of its frame, and a time before its frame was charged.
+func paceSetup(t *testing.T, h *closeLog, first int) (*transport.Server, chan *transport.Buffer, net.Conn, []byte, time.Time) {
 	t.Helper()
 	k := keeper{kept: make(chan *transport.Buffer, 4)}
 	s, addr := serve(t, closeKeeper{k, h}, &transport.Options{MaxMemory: 4 << 20, MaxMemoryPerIP: 4 << 20, MaxPayload: 5 << 19, FrameTimeout: 2 * time.Second})
@@ -443,6 +443,7 @@ func paceSetup(t *testing.T, h *closeLog, first int) (*transport.Server, chan *t
 	require.NoError(t, err)
 	t.Cleanup(func() { peer.Close() })
 	f := wholeFrame(2, 1<<20)
+	start := time.Now()
 	_, err = peer.Write(f[:transport.HeaderSize+first])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return b.Used() >= 5<<19+1<<20 }, 10*time.Second, time.Millisecond, "the frame is charged")
@@ -451,7 +452,7 @@ func paceSetup(t *testing.T, h *closeLog, first int) (*transport.Server, chan *t
 	t.Cleanup(func() { waiter.Close() })
 	go func() { _, _ = waiter.Write(wholeFrame(3, 1<<20)) }()
 	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond, "a frame waits for room")
-	return s, k.kept, peer, f[transport.HeaderSize+first:]
+	return s, k.kept, peer, f[transport.HeaderSize+first:], start
 }
 
 // closeKeeper keeps frames as keeper does and logs closes as closeLog.
@@ -472,12 +473,16 @@ func (h closeKeeper) Closed(c *transport.Conn, err error)          { h.closeLog.
 // keeps up on average may pause. (At the full pace, 1 MiB per 2 s, it was
 // closed after about 0.83 s of its frame, "sent 262144 bytes of a
 // 1048576-byte body": a consumer whose writer was descheduled, 1 call in
-// 240 at FrameTimeout 1 s, load 19.)
+// 240 at FrameTimeout 1 s, load 19.) The pause is counted from before
+// the frame's header was sent, so the frame is at most about a second old
+// when the rest comes, whatever the setup after it took (the rule cuts at
+// about 1.45 s; paceSetup's waiter once took some of that margin under
+// load).
 func TestPaceSparesPausedPeer(t *testing.T) {
 	h := newCloseLog(false)
-	s, kept, peer, rest := paceSetup(t, h, 256<<10)
+	s, kept, peer, rest, start := paceSetup(t, h, 256<<10)
 	// The pause is what this test is about.
-	time.Sleep(time.Second)
+	time.Sleep(time.Until(start.Add(time.Second)))
 	if _, err := peer.Write(rest); err != nil {
 		t.Fatalf("the paused peer was closed: %v (%v)", closeErrors(t, h, 1)[0], err)
 	}
@@ -502,7 +507,7 @@ func TestPaceSparesPausedPeer(t *testing.T) {
 // FrameTimeout.
 func TestPaceClosesTrickler(t *testing.T) {
 	h := newCloseLog(false)
-	s, _, peer, rest := paceSetup(t, h, 0)
+	s, _, peer, rest, _ := paceSetup(t, h, 0)
 	stop := make(chan struct{})
 	trickled := make(chan struct{})
 	go func() {
