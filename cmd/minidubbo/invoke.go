@@ -162,6 +162,11 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 				"Leave out the -tls flags to call one that does not)", err)
 		case *direct != "" && errors.Is(err, status.ErrDial) && !errors.Is(err, dubbo.ErrTLSRequired):
 			err = fmt.Errorf("%w\n(is a provider running there? -url takes the host:port it serves on)", err)
+		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "with any other version or group"):
+			// The provider serves no version of that interface: the
+			// name is what to check.
+			err = fmt.Errorf("%w\n(this call asked for -service %s: give the interface name the provider exported%s)",
+				err, *iface, lsHint(*direct, ""))
 		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "no service "):
 			err = fmt.Errorf("%w\n(this call asked for %s; give -version and -group as the provider exported it%s)",
 				err, askedFor(*iface, *version, *group), lsHint(*direct, *iface))
@@ -423,11 +428,16 @@ func askedFor(iface, version, group string) string {
 	return fmt.Sprintf("%s with %s and %s", iface, v, g)
 }
 
-// lsHint says where to read a service's version and group: the registry
-// (minidubbo ls), unless the call went without one.
+// lsHint says where to read a service's version and group (iface given)
+// or the registered services (iface ""): the registry (minidubbo ls),
+// unless the call went without one; the provider's own answer says what
+// its port serves.
 func lsHint(direct, iface string) string {
-	if direct != "" {
+	switch {
+	case direct != "":
 		return ""
+	case iface == "":
+		return "; minidubbo ls lists the registered ones"
 	}
 	return "; minidubbo ls -service " + iface + " prints them"
 }

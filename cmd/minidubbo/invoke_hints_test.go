@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,7 +45,8 @@ func (hintGreeter) SayHello(_ context.Context, name string) (string, error) {
 // TestInvokeDirectHints: a direct call (-url) that fails in a way a
 // newcomer meets says what to do on the next line: a service asked for
 // without its version names what it asked for, a method called without
-// -args says how to give them, and a refused dial asks whether a provider
+// -args says how to give them, one for an interface the provider does not
+// serve says to check the name, and a refused dial asks whether a provider
 // runs at that address.
 func TestInvokeDirectHints(t *testing.T) {
 	ctx := context.Background()
@@ -59,9 +61,16 @@ func TestInvokeDirectHints(t *testing.T) {
 	out, errOut, code := runCLI(t, "invoke", "-url", u.Address(), "-service", "cli.Hint", "-method", "SayHello", "-args", `["x"]`)
 	assert.Equal(t, 1, code)
 	assert.Empty(t, out)
-	assert.Contains(t, errOut, "no service cli.Hint on port")
+	assert.Contains(t, errOut, "no service cli.Hint on port "+strconv.Itoa(u.Port)+`; it serves cli.Hint with version "1.0.0" and no group (`)
 	assert.True(t, strings.HasSuffix(errOut, "\n(this call asked for cli.Hint with no version and no group; "+
 		"give -version and -group as the provider exported it)\n"), errOut)
+	assert.NotContains(t, errOut, "minidubbo ls", "no registry was asked: %s", errOut)
+
+	_, errOut, code = runCLI(t, "invoke", "-url", u.Address(), "-service", "cli.Hnt", "-version", "1.0.0", "-method", "SayHello", "-args", `["x"]`)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "no service cli.Hnt:1.0.0 on port "+strconv.Itoa(u.Port)+", nor cli.Hnt with any other version or group (")
+	assert.True(t, strings.HasSuffix(errOut, "\n(this call asked for -service cli.Hnt: give the interface name the provider exported)\n"), errOut)
+	assert.NotContains(t, errOut, "minidubbo ls", "no registry was asked: %s", errOut)
 
 	_, errOut, code = runCLI(t, "invoke", "-url", u.Address(), "-service", "cli.Hint", "-version", "1.0.0", "-method", "SayHello")
 	assert.Equal(t, 1, code)

@@ -68,8 +68,10 @@ func TestProviderAndConsumer(t *testing.T) {
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "minidubbo"), "invoke", "-url", addr, "-service", "demo.Greeter",
 		"-method", "SayHello", "-args", `["world"]`).CombinedOutput()
 	require.Error(t, err)
-	assert.Contains(t, string(out), "no service demo.Greeter on port")
-	assert.Contains(t, string(out), "a service is found by its interface, version and group together")
+	assert.Contains(t, string(out), `no service demo.Greeter on port `+addr[strings.LastIndex(addr, ":")+1:]+
+		`; it serves demo.Greeter with version "1.0.0" and no group (a service is found by its interface, version and group together)`)
+	assert.Contains(t, string(out), "\n(this call asked for demo.Greeter with no version and no group; give -version and -group as the provider exported it)\n")
+	assert.NotContains(t, string(out), "minidubbo ls", "no registry is involved")
 
 	// A second provider on the same address says what holds it and what to do.
 	out, err = exec.CommandContext(ctx, filepath.Join(dir, "provider"), "-addr", addr).CombinedOutput()

@@ -81,9 +81,10 @@ func TestWrongKindOfArgument(t *testing.T) {
 
 // TestNotFoundSaysWhatToCheck: a call to a method the service lacks gets
 // the nearest name and the service's methods; a call to a service the
-// port does not serve (here: another version) says that interface,
-// version and group are matched together, and still lists nothing the
-// port serves.
+// port does not serve (here: another version) gets the versions and
+// groups the port serves that interface with, the nearest first, and at
+// most five; a call to an interface the port does not serve at all is
+// told to check the name. No answer names the port's other interfaces.
 func TestNotFoundSaysWhatToCheck(t *testing.T) {
 	ctx := testCtx(t)
 	p := newProtocol(t, nil)
@@ -92,6 +93,14 @@ func TestNotFoundSaysWhatToCheck(t *testing.T) {
 	exp, err := p.Export(prov)
 	require.NoError(t, err)
 	u := exp.(*dubbo.Exporter).URL()
+	// On the same port: the same interface in group eu, and another one.
+	for _, o := range []struct{ iface, version, group string }{{"demo.Shop", "1.0", "eu"}, {"demo.Vault", "1.0", ""}} {
+		prov, err := proxy.NewProvider(protocol.NewURL("dubbo", "127.0.0.1", u.Port, o.iface,
+			map[string]string{protocol.KeyVersion: o.version, protocol.KeyGroup: o.group}), shop{})
+		require.NoError(t, err)
+		_, err = p.Export(prov)
+		require.NoError(t, err)
+	}
 
 	inv := refer(t, p, u)
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Doubel", Args: []any{1}})
@@ -100,11 +109,36 @@ func TestNotFoundSaysWhatToCheck(t *testing.T) {
 	_, err = inv.Invoke(ctx, &protocol.Invocation{Method: "Refund", Args: []any{1}})
 	require.ErrorContains(t, err, `dubbo: service demo.Shop:1.0 has no method "Refund" (it has: Double, Find, Label, Ship, Tally)`)
 
-	other := refer(t, p, u.With(protocol.KeyVersion, "2.0"))
+	port := strconv.Itoa(u.Port)
+	other := refer(t, p, u.With(protocol.KeyVersion, "2.0").With(protocol.KeyGroup, "eu"))
 	_, err = other.Invoke(ctx, &protocol.Invocation{Method: "Double", Args: []any{1}})
 	require.ErrorIs(t, err, status.ErrServiceNotFound)
-	require.ErrorContains(t, err, "dubbo: no service demo.Shop:2.0 on port "+strconv.Itoa(u.Port)+
-		" (a service is found by its interface, version and group together: check them against the provider's; minidubbo ls prints them)")
-	require.NotContains(t, err.Error(), "1.0", "the port's services are not listed")
-	require.NotContains(t, err.Error(), "Double,", "nor their methods")
+	require.ErrorContains(t, err, `dubbo: no service eu/demo.Shop:2.0 on port `+port+`; it serves demo.Shop with `+
+		`version "1.0" and group "eu"; version "1.0" and no group `+
+		`(a service is found by its interface, version and group together)`)
+	require.NotContains(t, err.Error(), "Vault", "the port's other interfaces are not named")
+	require.NotContains(t, err.Error(), "Double,", "nor the service's methods")
+	require.NotContains(t, err.Error(), "minidubbo ls", "the call may have been made by address")
+
+	typo := refer(t, p, u.With(protocol.KeyInterface, "demo.Shp"))
+	_, err = typo.Invoke(ctx, &protocol.Invocation{Method: "Double", Args: []any{1}})
+	require.ErrorIs(t, err, status.ErrServiceNotFound)
+	require.ErrorContains(t, err, `dubbo: no service demo.Shp:1.0 on port `+port+`, nor demo.Shp with any other version or group `+
+		`(check the interface name against the provider's; a port does not list its other services)`)
+	require.NotContains(t, err.Error(), "Vault")
+	require.NotContains(t, err.Error(), "demo.Shop")
+
+	// Many variants: the nearest five, then how many more.
+	for _, g := range []string{"g1", "g2", "g3", "g4", "g5", "g6"} {
+		prov, err := proxy.NewProvider(protocol.NewURL("dubbo", "127.0.0.1", u.Port, "demo.Shop",
+			map[string]string{protocol.KeyVersion: "3.0", protocol.KeyGroup: g}), shop{})
+		require.NoError(t, err)
+		_, err = p.Export(prov)
+		require.NoError(t, err)
+	}
+	third := refer(t, p, u.With(protocol.KeyVersion, "3.0"))
+	_, err = third.Invoke(ctx, &protocol.Invocation{Method: "Double", Args: []any{1}})
+	require.ErrorContains(t, err, `dubbo: no service demo.Shop:3.0 on port `+port+`; it serves demo.Shop with `+
+		`version "1.0" and no group; version "3.0" and group "g1"; version "3.0" and group "g2"; version "3.0" and group "g3"; `+
+		`version "3.0" and group "g4"; and 3 more (`)
 }

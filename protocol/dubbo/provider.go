@@ -1,6 +1,7 @@
 package dubbo
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -202,10 +203,7 @@ func (s *server) Handle(ctx context.Context, req *exchange.Request) (*transport.
 	id := serviceID{r.service, r.version, r.group}
 	e := (*s.byID.Load())[id]
 	if e == nil {
-		// The services this port serves are not listed to strangers.
-		return nil, fmt.Errorf("%w: dubbo: no service %s on port %d (a service is found by its interface, "+
-			"version and group together: check them against the provider's; minidubbo ls prints them)",
-			status.ErrServiceNotFound, id.key(), s.port)
+		return nil, s.noService(id)
 	}
 	if req.Serializer != e.serID {
 		st.badSerializations.Add(1)
@@ -298,6 +296,68 @@ func noMethod(id serviceID, method string, inv protocol.Invoker) error {
 	}
 	return fmt.Errorf("%w: dubbo: service %s has no method %q%s (it has: %s)", status.ErrServiceNotFound,
 		id.key(), method, named.DidYouMean(method, methods), strings.Join(methods, ", "))
+}
+
+// mostVariants is how many versions and groups of one interface a "no
+// service" answer names.
+const mostVariants = 5
+
+// noService is the answer to a request for id, which the port does not
+// serve. It names the versions and groups the port serves id's interface
+// with (the nearest to id's first, at most mostVariants), so a caller that
+// gave them wrong reads the right ones however it found the port (by a
+// registry or by address). It names no other interface: a stranger probing
+// the port learns only about the interface it named.
+func (s *server) noService(id serviceID) error {
+	var same []serviceID
+	for sid := range *s.byID.Load() {
+		if sid.service == id.service {
+			same = append(same, sid)
+		}
+	}
+	if len(same) == 0 {
+		return fmt.Errorf("%w: dubbo: no service %s on port %d, nor %s with any other version or group "+
+			"(check the interface name against the provider's; a port does not list its other services)",
+			status.ErrServiceNotFound, id.key(), s.port, id.service)
+	}
+	off := func(v serviceID) int { // how many of version and group differ from id's
+		n := 0
+		if v.version != id.version {
+			n++
+		}
+		if v.group != id.group {
+			n++
+		}
+		return n
+	}
+	slices.SortFunc(same, func(a, b serviceID) int {
+		return cmp.Or(cmp.Compare(off(a), off(b)), cmp.Compare(a.version, b.version), cmp.Compare(a.group, b.group))
+	})
+	var b strings.Builder
+	for i, v := range same[:min(len(same), mostVariants)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(variant(v))
+	}
+	if len(same) > mostVariants {
+		fmt.Fprintf(&b, "; and %d more", len(same)-mostVariants)
+	}
+	return fmt.Errorf("%w: dubbo: no service %s on port %d; it serves %s with %s "+
+		"(a service is found by its interface, version and group together)",
+		status.ErrServiceNotFound, id.key(), s.port, id.service, b.String())
+}
+
+// variant says id's version and group: `version "1.0" and no group`.
+func variant(id serviceID) string {
+	v, g := "no version", "no group"
+	if id.version != "" {
+		v = "version " + strconv.Quote(id.version)
+	}
+	if id.group != "" {
+		g = "group " + strconv.Quote(id.group)
+	}
+	return v + " and " + g
 }
 
 func (s *server) serName(id byte) string {
