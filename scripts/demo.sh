@@ -2,11 +2,12 @@
 # make demo: a local ZooKeeper (started only if nothing answers on 127.0.0.1:2181), the monitor
 # server, three providers of weights 100, 200 and 300, and a consumer that calls them with weighted
 # random and with round robin, every process reporting its call counts to the monitor each second;
-# prints who served what, then the monitor's call-count report of the run and the dashboard's
-# address, then stops everything it started.
+# prints who served what, then the monitor's call-count report of the run, then stops everything it
+# started and says so.
 #
 # MONITOR_HTTP (default 127.0.0.1:8080) is where the dashboard is served. From a terminal, the
-# demo waits for Enter before stopping the monitor, so the dashboard can be looked at.
+# demo prints the dashboard's address and waits for Enter before stopping the monitor, so the
+# dashboard can be looked at; otherwise (stdin not a terminal) it stops at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,7 +97,14 @@ echo
 echo "== by method (consumer rows: calls as the application made them)"
 "$BIN/minidubbo" report -monitor "http://$MONITOR_HTTP" -since 10m -by method
 echo
-echo "== dashboard: http://$MONITOR_HTTP/   (JSON: http://$MONITOR_HTTP/api/report?since=10m, Prometheus: http://$MONITOR_HTTP/metrics)"
 if [ -t 0 ]; then
+  echo "== dashboard: http://$MONITOR_HTTP/   (JSON: http://$MONITOR_HTTP/api/report?since=10m, Prometheus: http://$MONITOR_HTTP/metrics)"
   read -r -p "press Enter to stop the monitor and end the demo " _ || true
+else
+  # No terminal to wait on (a pipe, CI): the monitor stops now, so its
+  # address is not offered as something to open.
+  echo "== no terminal: not waiting; from a terminal the demo keeps the dashboard (http://$MONITOR_HTTP/) up until Enter"
 fi
+cleanup
+trap - EXIT
+echo "== demo over: the monitor, the providers${STARTED_ZK:+ and the ZooKeeper it started} are stopped"
