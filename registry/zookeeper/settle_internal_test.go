@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +201,102 @@ func proxiedRegistry(t *testing.T) (*Registry, *zktest.Proxy) {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r, px
+}
+
+// A watch that fires while the session waits to settle may have been the
+// last one go-zookeeper held: go-zookeeper then re-sends none, so no
+// SetWatches packet comes. The subscription receiving the fire re-runs
+// the settle check, and the session settles at once, not after
+// settleFallback.
+func TestFireWhileSettlingSettles(t *testing.T) {
+	r := &Registry{log: zap.NewNop(), watches: map[<-chan zk.Event]*zk.Conn{}, hasSession: true}
+	ch := make(chan zk.Event, 1)
+	r.watchCall(nil)(ch)
+	r.mu.Lock()
+	settled := r.settled
+	r.mu.Unlock()
+	if settled {
+		t.Fatal("settled although a watch is held and no SetWatches packet was written")
+	}
+	ch <- zk.Event{Type: zk.EventNodeChildrenChanged, Path: "/dubbo/x/providers"}
+	close(ch)
+	<-ch // the subscription receives it
+	r.watchFired(ch)
+	r.mu.Lock()
+	settled = r.settled
+	r.mu.Unlock()
+	if !settled {
+		t.Fatal("not settled after the last watch held fired")
+	}
+	if g, f := r.settleGuesses.Load(), r.settleFallbacks.Load(); g != 0 || f != 0 {
+		t.Fatalf("fallback used: %d guesses, %d fallbacks; want none", g, f)
+	}
+}
+
+// A watch call queued while the connection was down (case (b) of
+// newcomer's 01:30 note, session 24) is written first on the new
+// connection, and its answer would add a watch. The registry holds that
+// answer until the session settled, so go-zookeeper re-sends no watch and
+// writes no SetWatches packet; and go-zookeeper gives no sign of having
+// decided that (see trySettleLocked). So the session settles only by
+// settleFallback, counted as a guess, not as wrong counts. The fallback
+// is an hour here and the test runs it itself once the answer is held.
+func TestQueuedWatchCallSettlesByGuess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	testSettleFallback.Store(int64(time.Hour))
+	t.Cleanup(func() { testSettleFallback.Store(0) })
+	r, px := proxiedRegistry(t)
+	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
+	conn, sid, _, _ := r.ready()
+
+	var setWatches atomic.Int32
+	sh := func(*handshakeConn) { setWatches.Add(1) }
+	testHookSetWatches.Store(&sh)
+	t.Cleanup(func() { testHookSetWatches.Store(nil) })
+	px.Block()
+	waitUntil(ctx, t, "disconnected", func() bool { return !r.Stats().HasSession })
+	type result struct {
+		ch  <-chan zk.Event
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		_, ch, err := r.childrenW(conn, "/zookeeper")
+		res <- result{ch, err}
+	}()
+	buf := make([]byte, 1<<20)
+	waitUntil(ctx, t, "request queued", func() bool { return queued(buf) })
+	held := holdHook(t)
+	px.Unblock()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the queued watch call's answer was not held")
+	}
+	r.mu.Lock()
+	up, settled, gen := r.hasSession, r.settled, r.settleGen
+	r.mu.Unlock()
+	if !up || settled {
+		t.Fatalf("session up %v, settled %v; want up and not settled while the answer is held", up, settled)
+	}
+	r.settleLate(gen)
+	var got result
+	select {
+	case got = <-res:
+	case <-ctx.Done():
+		t.Fatal("the watch call did not return after the fallback")
+	}
+	if got.err != nil || got.ch == nil {
+		t.Fatalf("watch call: channel %v, %v; want a channel", got.ch != nil, got.err)
+	}
+	if g, f := r.settleGuesses.Load(), r.settleFallbacks.Load(); g != 1 || f != 0 {
+		t.Fatalf("%d guesses, %d fallbacks with wrong counts; want 1 and 0", g, f)
+	}
+	if n := setWatches.Load(); n != 0 {
+		t.Fatalf("%d SetWatches packets written; want none (go-zookeeper held no watch)", n)
+	}
+	if got := r.Stats().SessionID; got != sid {
+		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
+	}
 }

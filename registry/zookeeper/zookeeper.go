@@ -125,6 +125,13 @@ type Registry struct {
 	oversizedResp  atomic.Uint64
 	refusedRedials atomic.Uint64
 
+	// settleGuesses counts sessions settled by settleFallback while a
+	// watch request was in flight (go-zookeeper gives no sign whether it
+	// re-sends watches then); settleFallbacks those settled by it although
+	// the registry counted a watch held (the counts were wrong: a warning).
+	settleGuesses   atomic.Uint64
+	settleFallbacks atomic.Uint64
+
 	exposedN  atomic.Uint64
 	malformed atomic.Uint64
 	redials   atomic.Uint64
@@ -160,6 +167,17 @@ var _ registry.Registry = (*Registry)(nil)
 // the write instead would stall the send loop, and the SetWatches packet
 // queued behind it.
 const settleFallback = 2 * time.Second
+
+// testSettleFallback, when positive (tests), replaces settleFallback.
+var testSettleFallback atomic.Int64
+
+// settleFallbackFor is settleFallback, or the tests' replacement.
+func settleFallbackFor() time.Duration {
+	if d := testSettleFallback.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return settleFallback
+}
 
 // SetWatches opcodes (ZooKeeper 3.4's and 3.6's), and the ones that are
 // no request of the registry's: ping and credentials.
@@ -675,7 +693,7 @@ func (r *Registry) onEvent(gen uint64, ev zk.Event) {
 		r.trySettleLocked()
 		if !r.settled {
 			gen := r.settleGen
-			r.settle = time.AfterFunc(settleFallback, func() { r.settleLate(gen) })
+			r.settle = time.AfterFunc(settleFallbackFor(), func() { r.settleLate(gen) })
 		}
 	}
 	r.mu.Unlock()
@@ -734,7 +752,20 @@ func (r *Registry) settleLate(gen uint64) {
 	if r.closed || r.settled || !r.hasSession || gen != r.settleGen {
 		return
 	}
-	r.log.Debug("zookeeper: no SetWatches seen after the session came up; going on", zap.Duration("after", settleFallback))
+	after := settleFallbackFor()
+	r.pruneWatchesLocked()
+	if r.watchCalls > 0 && len(r.watches) == 0 {
+		// A watch call in flight whose request may yet be answered on this
+		// connection: go-zookeeper gives no sign of having decided not to
+		// re-send watches (see trySettleLocked).
+		r.settleGuesses.Add(1)
+		r.log.Info("zookeeper: a watch request was in flight when the session came back and no SetWatches was seen; going on",
+			zap.Duration("after", after))
+	} else {
+		r.settleFallbacks.Add(1)
+		r.log.Warn("zookeeper: the registry counted watches held after the session came back, but go-zookeeper re-sent none; going on",
+			zap.Duration("after", after), zap.Int("watches", len(r.watches)), zap.Int("watch_calls", r.watchCalls))
+	}
 	r.seenSetW++ // as if it came
 	r.trySettleLocked()
 }
@@ -772,11 +803,15 @@ func (r *Registry) watchCall(conn *zk.Conn) func(<-chan zk.Event) {
 	}
 }
 
-// watchFired forgets ch once its subscription has received from it.
+// watchFired forgets ch once its subscription has received from it. A
+// fire may have removed the last watch go-zookeeper held while the
+// session waits to settle: then no SetWatches packet comes, so the
+// session settles now.
 func (r *Registry) watchFired(ch <-chan zk.Event) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.watches, ch)
-	r.mu.Unlock()
+	r.trySettleLocked()
 }
 
 // loseSessionLocked records that the session is not usable now.
