@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -74,7 +76,15 @@ const smallFrame = 4 << 10
 // go over waits unread, nothing charged, until that address's frames in
 // progress end (ThrottledByIP), so peers that declare large frames and
 // reconnect each time they are closed hold at most that much per
-// address; the reclaimer looks while such frames wait too.
+// address; the reclaimer looks while such frames wait too. And a frame
+// whose address's frames in progress (it included) are over the
+// address's fair share, the limit over the number of addresses with
+// connections, is charged only while it leaves a fair share free, and
+// waits behind frames of the same size of addresses under theirs (a
+// reservation for it holds back only frames of addresses over their
+// share): so 8 addresses or more that declare large frames leave room
+// for an address with little in progress, which does not wait for the
+// reclaimer to cut them. One address alone has the whole budget.
 //
 // So the memory held stays under the limit, plus what answers queued
 // while it was reached, plus up to 4 KiB and an answer per connection.
@@ -86,10 +96,13 @@ type Budget struct {
 	waiters atomic.Int32 // connections in budgetWait
 	// reserving is set while reserved (under mu) is a waiter that
 	// waited too long: nothing else is charged a frame that waits
-	// until it fits.
-	reserving atomic.Bool
-	throttled atomic.Uint64
-	wakes     atomic.Uint64 // waiters woken with room granted (tests)
+	// until it fits. reservingOver is set instead when the reserved
+	// frame's address is over its fair share (room > 0): only the
+	// frames of such addresses wait for it.
+	reserving     atomic.Bool
+	reservingOver atomic.Bool
+	throttled     atomic.Uint64
+	wakes         atomic.Uint64 // waiters woken with room granted (tests)
 	// reservations counts the waiters reserved for (tests).
 	reservations atomic.Uint64
 	// smallSpent is what frames of up to 4 KiB were charged since the
@@ -102,6 +115,7 @@ type Budget struct {
 	// for room in theirs.
 	ipmu        sync.Mutex
 	ips         map[netip.Addr]*ipShare
+	nips        atomic.Int32 // len(ips): the addresses with connections
 	ipWaiting   atomic.Int32
 	ipThrottled atomic.Uint64
 
@@ -122,13 +136,19 @@ type Budget struct {
 // budgetWaiter is a connection's place in its budget's queue (Conn.bw).
 // Its fields other than wake are guarded by the budget's mu.
 type budgetWaiter struct {
-	need    int64 // the frame's charge
-	small   bool  // the frame may be read once its connection holds nothing
-	queued  bool
-	granted bool // need was charged for it, and it was taken off the queue
-	seq     uint64
-	index   int           // in the queue
-	wake    chan struct{} // 1 slot: signalled when taken off the queue by another
+	need int64 // the frame's charge
+	// room is what must stay free of the budget when it is charged:
+	// its address is over its fair share (perip.go); 0 otherwise.
+	// inflight is what its address's frames in progress hold with it
+	// (0: it is not one), from which room is reckoned again when the
+	// number of addresses changes (refit).
+	room, inflight int64
+	small          bool // the frame may be read once its connection holds nothing
+	queued         bool
+	granted        bool // need was charged for it, and it was taken off the queue
+	seq            uint64
+	index          int           // in the queue
+	wake           chan struct{} // 1 slot: signalled when taken off the queue by another
 	// held is its connection's (Conn.held): a small frame may be read
 	// once it is zero.
 	held *atomic.Int64
@@ -138,12 +158,19 @@ type budgetWaiter struct {
 	since, patience int64
 }
 
-// waitHeap orders waiters by need, then by arrival (container/heap).
+// fit is the room w needs free to be charged: its frame, and what must
+// stay free besides when its address is over its fair share.
+func (w *budgetWaiter) fit() int64 { return w.need + w.room }
+
+// waitHeap orders waiters by fit, then by arrival (container/heap): a
+// frame whose address is over its fair share waits behind the frames of
+// the same size of addresses under theirs.
 type waitHeap []*budgetWaiter
 
 func (h waitHeap) Len() int { return len(h) }
 func (h waitHeap) Less(i, j int) bool {
-	return h[i].need < h[j].need || h[i].need == h[j].need && h[i].seq < h[j].seq
+	fi, fj := h[i].fit(), h[j].fit()
+	return fi < fj || fi == fj && h[i].seq < h[j].seq
 }
 func (h waitHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -181,11 +208,12 @@ func (b *Budget) Used() int { return int(b.used.Load()) }
 // the budget was used up.
 func (b *Budget) Throttled() uint64 { return b.throttled.Load() }
 
-// tryTake charges n when it fits under the limit.
-func (b *Budget) tryTake(n int) bool {
+// tryTake charges n when it fits under the limit with room bytes to
+// spare (room: see budgetWaiter).
+func (b *Budget) tryTake(n int, room int64) bool {
 	for {
 		u := b.used.Load()
-		if u+int64(n) > b.limit {
+		if u+int64(n)+room > b.limit {
 			return false
 		}
 		if b.used.CompareAndSwap(u, u+int64(n)) {
@@ -227,7 +255,7 @@ func (b *Budget) takeSmall(n int) bool {
 	if !b.spendSmall(n) {
 		return false
 	}
-	if b.tryTake(n) {
+	if b.tryTake(n, 0) {
 		return true
 	}
 	b.smallSpent.Add(-int64(n))
@@ -240,10 +268,15 @@ func (b *Budget) takeSmall(n int) bool {
 // (heartbeats, small calls) are granted besides it until it fits, and
 // only up to smallCap in all: a stream of them would otherwise take
 // every room a release makes, and the reserved frame would never fit.
-// b.mu is held.
+// A waiter reserved for whose address is over its fair share holds back
+// only the frames of addresses over theirs. b.mu is held.
 func (b *Budget) grant() {
 	if r := b.reserved; r != nil {
-		if !b.tryTake(int(r.need)) {
+		if !b.tryTake(int(r.need), r.room) {
+			if r.room > 0 {
+				b.grantUnder()
+				return
+			}
 			for len(b.queue) > 0 && b.queue[0].need <= smallFrame && b.takeSmall(int(b.queue[0].need)) {
 				w := b.queue[0]
 				w.granted = true
@@ -254,8 +287,31 @@ func (b *Budget) grant() {
 		r.granted = true
 		b.unqueue(r) // ends the reservation
 	}
-	for len(b.queue) > 0 && b.tryTake(int(b.queue[0].need)) {
+	for len(b.queue) > 0 && b.tryTake(int(b.queue[0].need), b.queue[0].room) {
 		w := b.queue[0]
+		w.granted = true
+		b.unqueue(w)
+	}
+}
+
+// grantUnder grants the waiters of addresses under their fair share that
+// fit, smallest first, while a waiter of an address over its share is
+// reserved for (the waiters over theirs, which it holds back, may come
+// first in the queue). b.mu is held.
+func (b *Budget) grantUnder() {
+	var under []*budgetWaiter
+	for _, w := range b.queue {
+		if w.room == 0 {
+			under = append(under, w)
+		}
+	}
+	slices.SortFunc(under, func(x, y *budgetWaiter) int {
+		return cmp.Or(cmp.Compare(x.need, y.need), cmp.Compare(x.seq, y.seq))
+	})
+	for _, w := range under {
+		if !b.tryTake(int(w.need), 0) {
+			return
+		}
 		w.granted = true
 		b.unqueue(w)
 	}
@@ -291,6 +347,7 @@ func (b *Budget) remove(w *budgetWaiter) {
 	if b.reserved == w {
 		b.reserved = nil
 		b.reserving.Store(false)
+		b.reservingOver.Store(false)
 		// The small frames of connections that hold nothing, which
 		// waited once smallCap was spent, may be read again.
 		var idle []*budgetWaiter
@@ -310,15 +367,21 @@ func (b *Budget) remove(w *budgetWaiter) {
 // past its patience, if no reservation is under way, and grants it if
 // it fits: from then on no other frame over 4 KiB is charged until it
 // fits (those of up to 4 KiB are when they fit, or when their
-// connection holds nothing, so heartbeats and small calls go on), so a large frame is not passed over for ever by smaller
-// ones that keep coming. The reclaimer calls it. b.mu is held.
+// connection holds nothing, so heartbeats and small calls go on), so a
+// large frame is not passed over for ever by smaller ones that keep
+// coming. A frame whose address is over its fair share (room > 0) is
+// reserved for only when no other waits that long, and then holds back
+// only the frames of addresses over theirs: the frames of addresses that
+// hold much do not make the others wait. The reclaimer calls it. b.mu is
+// held.
 func (b *Budget) reserve(now int64) {
 	if b.reserved != nil {
 		return
 	}
 	var old *budgetWaiter
 	for _, w := range b.queue {
-		if !w.small && now-w.since >= w.patience && (old == nil || w.since < old.since) {
+		if !w.small && now-w.since >= w.patience && (old == nil || w.room == 0 && old.room > 0 ||
+			(w.room == 0) == (old.room == 0) && w.since < old.since) {
 			old = w
 		}
 	}
@@ -327,7 +390,11 @@ func (b *Budget) reserve(now int64) {
 	}
 	b.reserved = old
 	b.smallSpent.Store(0)
-	b.reserving.Store(true)
+	if old.room > 0 {
+		b.reservingOver.Store(true)
+	} else {
+		b.reserving.Store(true)
+	}
 	b.reservations.Add(1)
 	b.grant()
 }
@@ -406,20 +473,25 @@ func (c *Conn) Throttled() bool { return c.waiting.Load() }
 
 // budgetFrame returns the buffer for a frame whose body is n bytes
 // (checked against MaxPayload), charged to c's budget: it waits until
-// the frame fits, or the connection holds nothing and the frame is
-// small, or c closes.
-func (c *Conn) budgetFrame(n int) (*Buffer, error) {
+// the frame fits (with room to spare when its address's frames in
+// progress, inflight with it, are over its fair share: fairRoom), or the
+// connection holds nothing and the frame is small, or c closes.
+func (c *Conn) budgetFrame(n int, inflight int64) (*Buffer, error) {
 	b := c.budget
 	total := HeaderSize + n
 	first := HeaderSize + min(n, readStep)
 	if int64(total) > b.limit {
 		return nil, fmt.Errorf("%w: body of %d bytes, more than the memory budget of %d bytes", ErrFrameTooLarge, n, b.limit)
 	}
+	var room int64
+	if inflight > 0 {
+		room = b.fairRoom(inflight, total)
+	}
 	if n <= readStep {
 		// The whole frame fits in its first buffer: charge that
 		// buffer's capacity (a pooled one may be larger).
 		f := getReadBuffer(first)
-		if !b.reserving.Load() && b.tryTake(cap(f.B)) {
+		if !b.reserving.Load() && (room == 0 || !b.reservingOver.Load()) && b.tryTake(cap(f.B), room) {
 			c.owe(f, cap(f.B))
 			return f, nil
 		}
@@ -436,14 +508,14 @@ func (c *Conn) budgetFrame(n int) (*Buffer, error) {
 			}
 		}
 		f.Release()
-	} else if !b.reserving.Load() && b.tryTake(total) {
+	} else if !b.reserving.Load() && (room == 0 || !b.reservingOver.Load()) && b.tryTake(total, room) {
 		// Charged whole before anything is allocated: the body grows
 		// into it as it arrives.
 		f := getReadBuffer(first)
 		c.owe(f, total)
 		return f, nil
 	}
-	return c.budgetWait(n, total, first)
+	return c.budgetWait(n, total, first, inflight, room)
 }
 
 // smallBuffer returns a buffer for a frame of up to 4 KiB with room for
@@ -467,12 +539,12 @@ func (c *Conn) owe(f *Buffer, n int) {
 // budgetWait is budgetFrame's slow path: the budget is used up. The
 // connection waits in the budget's queue until a release charges its
 // frame for it, or (a small frame) until it holds nothing, or it closes.
-func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
+func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, error) {
 	b, w := c.budget, &c.bw
 	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
 	}
-	w.need, w.small, w.held = int64(total), total <= smallFrame, &c.held
+	w.need, w.room, w.inflight, w.small, w.held = int64(total), room, inflight, total <= smallFrame, &c.held
 	w.since, w.patience = monoNow(), int64(c.opts.FrameTimeout/10)
 	counted := false
 	// Counted before the queue is looked at, so that a release either
@@ -500,7 +572,7 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 		w.granted = false
 		switch {
 		case granted:
-		case w.small && c.held.Load() == 0 && (b.reserved == nil || b.spendSmall(smallFrame)):
+		case w.small && c.held.Load() == 0 && (!b.reserving.Load() || b.spendSmall(smallFrame)):
 			b.mu.Unlock()
 			// Holds nothing: one small frame, in a buffer of its
 			// size, whether it fits or not.
@@ -508,11 +580,16 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			b.charge(cap(f.B))
 			c.owe(f, cap(f.B))
 			return f, nil
-		case (len(b.queue) == 0 || w.need < b.queue[0].need) && (b.reserved == nil && b.tryTake(total) || b.reserved != nil && w.small && b.takeSmall(total)):
+		case (len(b.queue) == 0 || w.fit() < b.queue[0].fit()) && b.admits(w):
 			// Smaller than every waiting frame, and it fits.
 			granted = true
 		default:
 			b.push(w)
+			if r := b.reserved; r != nil && r.room > 0 && w.room == 0 {
+				// Frames over their fair share that it may not pass
+				// come first in the queue; it may fit.
+				b.grantUnder()
+			}
 		}
 		b.mu.Unlock()
 		if granted {
@@ -560,6 +637,47 @@ func (c *Conn) budgetWait(n, total, first int) (*Buffer, error) {
 			}
 			return nil, c.Err()
 		}
+	}
+}
+
+// refit reckons the room of the waiting frames again, the number of
+// addresses having changed, and grants those that fit now. b.mu is held.
+func (b *Budget) refit() {
+	if len(b.queue) == 0 {
+		return
+	}
+	for _, w := range b.queue {
+		if w.inflight > 0 {
+			w.room = b.fairRoom(w.inflight, int(w.need))
+		}
+	}
+	heap.Init(&b.queue)
+	if r := b.reserved; r != nil && (r.room > 0) != b.reservingOver.Load() {
+		if r.room > 0 {
+			b.reserving.Store(false)
+			b.reservingOver.Store(true)
+		} else {
+			b.smallSpent.Store(0)
+			b.reservingOver.Store(false)
+			b.reserving.Store(true)
+		}
+	}
+	b.grant()
+}
+
+// admits charges w's frame if it may be now, ahead of the waiting frames
+// (it is smaller than them all): it fits, and no reservation holds it
+// back. b.mu is held.
+func (b *Budget) admits(w *budgetWaiter) bool {
+	switch r := b.reserved; {
+	case r == nil:
+		return b.tryTake(int(w.need), w.room)
+	case r.room > 0:
+		// Only the frames of addresses over their fair share wait
+		// for it.
+		return w.room == 0 && b.tryTake(int(w.need), 0)
+	default:
+		return w.small && b.takeSmall(int(w.need))
 	}
 }
 

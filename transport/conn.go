@@ -1063,15 +1063,19 @@ func (c *Conn) frameOf() (*Buffer, error) {
 	}
 	var f *Buffer
 	if c.budget != nil {
+		var inflight int64
 		if c.ip != nil && HeaderSize+n > smallFrame && rs.br.Buffered() < n {
 			// A frame whose body is to come: its address's frames in
-			// progress must leave room for it (perip.go).
-			if err := c.ipTake(HeaderSize + n); err != nil {
+			// progress must leave room for it, and when they are over
+			// its fair share the budget must keep room for others
+			// (perip.go).
+			var err error
+			if inflight, err = c.ipTake(HeaderSize + n); err != nil {
 				return nil, err
 			}
 		}
 		var err error
-		if f, err = c.budgetFrame(n); err != nil {
+		if f, err = c.budgetFrame(n, inflight); err != nil {
 			if c.ip != nil {
 				c.ipDone()
 			}

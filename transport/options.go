@@ -90,7 +90,11 @@ type Options struct {
 	// Server.ThrottledByIP); one frame in progress is always let in. So
 	// peers that declare large frames and send little, reconnecting each
 	// time they are cut off, hold at most this much per address, not the
-	// whole budget. Set it to MaxMemory or more for no such bound.
+	// whole budget. An address whose frames in progress are over its
+	// fair share (the budget's limit over the addresses with
+	// connections) is also charged a frame only while that leaves a fair
+	// share of the budget free (see Budget). Set it to MaxMemory or more
+	// for neither bound.
 	MaxMemoryPerIP int
 	// Budget, when set, is the memory budget a Server charges instead of
 	// one of its own of MaxMemory bytes: Servers given the same Budget

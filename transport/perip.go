@@ -21,6 +21,18 @@ import (
 // they are the budget's alone. So one address holds at most
 // MaxMemoryPerIP by declarations, and the rest of the budget stays for
 // the others.
+//
+// That leaves the budget to 8 addresses (the default share is an
+// eighth). So an address also has a fair share: the limit over the
+// number of addresses with connections to the budget. A frame whose
+// address's frames in progress, with it, are over that share must leave
+// a fair share of the budget free when it is charged (fairRoom), and
+// waits behind the frames of addresses under theirs: an address with
+// little in progress finds room while many addresses hold much, instead
+// of waiting for the reclaimer to cut one of them. The room is reckoned
+// again for the waiting frames when the number of addresses changes.
+// Frames that arrived whole, and answers, count for neither; addresses
+// each within their fair share can still fill the budget together.
 
 // DefaultMaxMemoryPerIP is the default of Options.MaxMemoryPerIP for the
 // default budget: an eighth of DefaultMaxMemory.
@@ -64,41 +76,80 @@ func (b *Budget) shareOf(nc net.Conn) *ipShare {
 	}
 	a = a.Unmap()
 	b.ipmu.Lock()
-	defer b.ipmu.Unlock()
 	if b.ips == nil {
 		b.ips = map[netip.Addr]*ipShare{}
 	}
 	s := b.ips[a]
-	if s == nil {
+	added := s == nil
+	if added {
 		s = &ipShare{addr: a}
 		b.ips[a] = s
+		b.nips.Store(int32(len(b.ips)))
 	}
 	s.refs++
+	b.ipmu.Unlock()
+	if added {
+		b.addressesChanged()
+	}
 	return s
 }
 
 // dropShare uncounts a connection from s.
 func (b *Budget) dropShare(s *ipShare) {
 	b.ipmu.Lock()
+	gone := false
 	if s.refs--; s.refs == 0 {
 		delete(b.ips, s.addr)
+		b.nips.Store(int32(len(b.ips)))
+		gone = true
 	}
 	b.ipmu.Unlock()
+	if gone {
+		b.addressesChanged()
+	}
+}
+
+// fairRoom is what must stay free of b when a frame of total bytes is
+// charged whose address has inflight bytes in progress with it: the fair
+// share of an address, b's limit over the addresses with connections,
+// when inflight is over it (0 otherwise, and when one address has all
+// the connections), but never so much that the frame would not fit the
+// empty budget.
+func (b *Budget) fairRoom(inflight int64, total int) int64 {
+	k := int64(b.nips.Load())
+	if k < 2 {
+		return 0
+	}
+	if fair := b.limit / k; inflight > fair {
+		return min(fair, b.limit-int64(total))
+	}
+	return 0
+}
+
+// addressesChanged reckons the waiting frames' room again (refit).
+func (b *Budget) addressesChanged() {
+	if b.waiters.Load() > 0 {
+		b.mu.Lock()
+		b.refit()
+		b.mu.Unlock()
+	}
 }
 
 // ipTake takes need bytes of the share of c's address for the frame whose
 // header was read, its body to come from the network: it waits until the
 // address's frames in progress leave room for it (or none is in
-// progress), or c closes. The reading role calls it, and ipDone gives it
-// back.
-func (c *Conn) ipTake(need int) error {
+// progress), or c closes. It returns what the address's frames in
+// progress hold with it (for fairRoom). The reading role calls it, and
+// ipDone gives it back.
+func (c *Conn) ipTake(need int) (inflight int64, err error) {
 	s, w, b := c.ip, &c.ipw, c.budget
 	s.mu.Lock()
 	if len(s.queue) == 0 && (s.inflight == 0 || s.inflight+int64(need) <= int64(c.opts.MaxMemoryPerIP)) {
 		s.inflight += int64(need)
+		inflight = s.inflight
 		s.mu.Unlock()
 		c.rs.ipHeld = need
-		return nil
+		return inflight, nil
 	}
 	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
@@ -125,7 +176,10 @@ func (c *Conn) ipTake(need int) error {
 	select {
 	case <-w.wake:
 		c.rs.ipHeld = need
-		return nil
+		s.mu.Lock()
+		inflight = s.inflight
+		s.mu.Unlock()
+		return inflight, nil
 	case <-c.closing:
 		s.mu.Lock()
 		granted := w.granted
@@ -147,7 +201,7 @@ func (c *Conn) ipTake(need int) error {
 		} else {
 			s.release(0) // those behind it may fit now
 		}
-		return c.Err()
+		return 0, c.Err()
 	}
 }
 

@@ -41,7 +41,7 @@ func TestSmallFrameChargedItsSizeDuringReservation(t *testing.T) {
 		b, c := reservingBudget()
 		for range 20 {
 			poolLargeArrays()
-			f, err := c.budgetFrame(body)
+			f, err := c.budgetFrame(body, 0)
 			require.NoError(t, err)
 			require.LessOrEqual(t, cap(f.B), smallFrame, "a %d-byte frame read into a pooled array", HeaderSize+body)
 			require.LessOrEqual(t, f.owed, smallFrame, "a %d-byte frame charged", HeaderSize+body)
@@ -59,7 +59,7 @@ func TestSmallFrameChargedItsSizeDuringReservation(t *testing.T) {
 			poolLargeArrays()
 			got := make(chan *Buffer, 1)
 			go func() {
-				f, err := c.budgetFrame(body)
+				f, err := c.budgetFrame(body, 0)
 				if err != nil {
 					f = nil
 				}
