@@ -162,11 +162,16 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 				"Leave out the -tls flags to call one that does not)", err)
 		case *direct != "" && errors.Is(err, status.ErrDial) && !errors.Is(err, dubbo.ErrTLSRequired):
 			err = fmt.Errorf("%w\n(is a provider running there? -url takes the host:port it serves on)", err)
-		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "with any other version or group"):
+		case *direct != "" && errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "with any other version or group"):
 			// The provider serves no version of that interface: the
 			// name is what to check.
-			err = fmt.Errorf("%w\n(this call asked for -service %s: give the interface name the provider exported%s)",
-				err, *iface, lsHint(*direct, ""))
+			err = fmt.Errorf("%w\n(this call asked for -service %s: give the interface name the provider exported)", err, *iface)
+		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "with any other version or group"):
+			// The registry named a provider that does not serve the
+			// interface at all: its node outlived what it described.
+			err = fmt.Errorf("%w\n(the registry lists that address as a provider of %s, but what serves there now does not "+
+				"serve it: a provider that stopped without unregistering? Its node goes when its ZooKeeper session ends; "+
+				"minidubbo ls -service %s lists the addresses)", err, *iface, *iface)
 		case errors.Is(err, status.ErrServiceNotFound) && strings.Contains(err.Error(), "no service "):
 			err = fmt.Errorf("%w\n(this call asked for %s; give -version and -group as the provider exported it%s)",
 				err, askedFor(*iface, *version, *group), lsHint(*direct, *iface))
@@ -428,16 +433,12 @@ func askedFor(iface, version, group string) string {
 	return fmt.Sprintf("%s with %s and %s", iface, v, g)
 }
 
-// lsHint says where to read a service's version and group (iface given)
-// or the registered services (iface ""): the registry (minidubbo ls),
-// unless the call went without one; the provider's own answer says what
-// its port serves.
+// lsHint says where to read a service's version and group: the registry
+// (minidubbo ls), unless the call went without one (the provider's own
+// answer names those it serves).
 func lsHint(direct, iface string) string {
-	switch {
-	case direct != "":
+	if direct != "" {
 		return ""
-	case iface == "":
-		return "; minidubbo ls lists the registered ones"
 	}
 	return "; minidubbo ls -service " + iface + " prints them"
 }

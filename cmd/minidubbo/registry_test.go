@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -301,6 +302,28 @@ func TestRegistryCommands(t *testing.T) {
 		out, errOut, code := runCLI(t, "ls", "-registry", f.zk)
 		require.Equal(t, 0, code, errOut)
 		assert.NotContains(t, out, iface)
+	})
+
+	// A node left in the registry for an address that no longer serves
+	// its interface (here: provider A's, which serves calc and the
+	// greeter): the provider's "no service" answer names none, and invoke
+	// says the registration is what is wrong, not the name asked for.
+	t.Run("invoke through a stale registration", func(t *testing.T) {
+		const iface = "test.cli.Stale"
+		raw := zktest.Client(t, f.zkAddrs...)
+		node := "dubbo://" + f.addrA + "/" + iface + "?interface=" + iface + "&methods=Add&side=provider"
+		for _, p := range []string{"/dubbo/" + iface, "/dubbo/" + iface + "/providers",
+			"/dubbo/" + iface + "/providers/" + url.QueryEscape(node)} {
+			_, err := raw.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			require.NoError(t, err, p)
+		}
+		_, errOut, code := runCLI(t, "invoke", "-registry", f.zk, "-service", iface, "-method", "Add", "-args", "[1, 2]")
+		assert.Equal(t, 1, code)
+		_, port, _ := net.SplitHostPort(f.addrA)
+		assert.Contains(t, errOut, "no service "+iface+" on port "+port+", nor "+iface+" with any other version or group (")
+		assert.True(t, strings.HasSuffix(errOut, "\n(the registry lists that address as a provider of "+iface+", but what serves "+
+			"there now does not serve it: a provider that stopped without unregistering? Its node goes when its ZooKeeper "+
+			"session ends; minidubbo ls -service "+iface+" lists the addresses)\n"), errOut)
 	})
 }
 
