@@ -207,3 +207,43 @@ func TestFairShareAloneGetsWholeBudget(t *testing.T) {
 	require.Zero(t, s.Throttled())
 	require.Zero(t, s.ThrottledByIP())
 }
+
+// TestOverShareWaitIsBounded: three addresses have connections (fair
+// share: a third of the 4 MiB budget); one holds a 1 MiB frame the
+// handler keeps, one is idle, and the third sends a 2 MiB frame, over
+// its fair share, which must leave a fair share free to be charged: it
+// waits, and the budget is reserved for it holding back only frames over
+// their share. Nothing is released for as long as the test runs; after
+// its FrameTimeout (1 s) so reserved, the reservation holds back every
+// frame and the frame needs no room besides: it is read. (Before, it
+// waited for as long as the kept frame was held.)
+func TestOverShareWaitIsBounded(t *testing.T) {
+	const big = 2 << 20
+	k := keeper{kept: make(chan *transport.Buffer, 2)}
+	s, addr := serve(t, k, &transport.Options{MaxMemory: 4 << 20, MaxMemoryPerIP: 4<<20 - 1, MaxPayload: big, FrameTimeout: time.Second})
+	b := s.Budget()
+	dialFrom(t, "127.0.0.4", addr) // idle
+	holder := dialFrom(t, "127.0.0.3", addr)
+	_, err := holder.Write(wholeFrame(1, 1<<20))
+	require.NoError(t, err)
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	select {
+	case f := <-k.kept:
+		defer f.Release()
+	case <-timeout.C:
+		t.Fatal("the holder's frame was not read")
+	}
+	up := dialFrom(t, "127.0.0.2", addr)
+	go func() { _, _ = up.Write(wholeFrame(2, big-transport.HeaderSize)) }() // waits in TCP
+	require.Eventually(t, func() bool { return transport.Reservations(b) == 1 }, 10*time.Second, time.Millisecond,
+		"the budget is reserved for the 2 MiB frame: %s", transport.BudgetState(b))
+	select {
+	case f := <-k.kept:
+		require.Len(t, f.B, big)
+		f.Release()
+	case <-timeout.C:
+		t.Fatalf("the over-share frame was not read: %s", transport.BudgetState(b))
+	}
+	require.Equal(t, uint64(1), s.Throttled())
+}

@@ -82,9 +82,11 @@ const smallFrame = 4 << 10
 // connections, is charged only while it leaves a fair share free, and
 // waits behind frames of the same size of addresses under theirs (a
 // reservation for it holds back only frames of addresses over their
-// share): so 8 addresses or more that declare large frames leave room
-// for an address with little in progress, which does not wait for the
-// reclaimer to cut them. One address alone has the whole budget.
+// share, for its FrameTimeout, then every frame as any reservation):
+// so 8 addresses or more that declare large frames leave room for an
+// address with little in progress, which does not wait for the
+// reclaimer to cut them. Idle addresses with connections count; the
+// only address with connections has the whole budget.
 //
 // So the memory held stays under the limit, plus what answers queued
 // while it was reached, plus up to 4 KiB and an answer per connection.
@@ -143,12 +145,17 @@ type budgetWaiter struct {
 	// (0: it is not one), from which room is reckoned again when the
 	// number of addresses changes (refit).
 	room, inflight int64
-	small          bool // the frame may be read once its connection holds nothing
-	queued         bool
-	granted        bool // need was charged for it, and it was taken off the queue
-	seq            uint64
-	index          int           // in the queue
-	wake           chan struct{} // 1 slot: signalled when taken off the queue by another
+	// reservedAt (monoNow) is when it was reserved for; a reservation
+	// for it while its address is over its fair share becomes a whole
+	// one (its room 0, kept: whole) after its FrameTimeout.
+	reservedAt int64
+	whole      bool
+	small      bool // the frame may be read once its connection holds nothing
+	queued     bool
+	granted    bool // need was charged for it, and it was taken off the queue
+	seq        uint64
+	index      int           // in the queue
+	wake       chan struct{} // 1 slot: signalled when taken off the queue by another
 	// held is its connection's (Conn.held): a small frame may be read
 	// once it is zero.
 	held *atomic.Int64
@@ -372,10 +379,23 @@ func (b *Budget) remove(w *budgetWaiter) {
 // coming. A frame whose address is over its fair share (room > 0) is
 // reserved for only when no other waits that long, and then holds back
 // only the frames of addresses over theirs: the frames of addresses that
-// hold much do not make the others wait. The reclaimer calls it. b.mu is
-// held.
+// hold much do not make the others wait; after its FrameTimeout so
+// reserved, it holds back every frame over 4 KiB and needs no room
+// besides (so its wait is bounded as any other's). The reclaimer calls
+// it. b.mu is held.
 func (b *Budget) reserve(now int64) {
-	if b.reserved != nil {
+	if r := b.reserved; r != nil {
+		if r.room > 0 && now-r.reservedAt >= 10*r.patience {
+			// Passed over by frames under their share for its
+			// FrameTimeout: now nothing over 4 KiB passes it, so
+			// its wait is bounded too.
+			r.room, r.whole = 0, true
+			heap.Fix(&b.queue, r.index)
+			b.reservingOver.Store(false)
+			b.smallSpent.Store(0)
+			b.reserving.Store(true)
+			b.grant()
+		}
 		return
 	}
 	var old *budgetWaiter
@@ -389,6 +409,7 @@ func (b *Budget) reserve(now int64) {
 		return
 	}
 	b.reserved = old
+	old.reservedAt = now
 	b.smallSpent.Store(0)
 	if old.room > 0 {
 		b.reservingOver.Store(true)
@@ -545,6 +566,7 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 		w.wake = make(chan struct{}, 1)
 	}
 	w.need, w.room, w.inflight, w.small, w.held = int64(total), room, inflight, total <= smallFrame, &c.held
+	w.whole = false
 	w.since, w.patience = monoNow(), int64(c.opts.FrameTimeout/10)
 	counted := false
 	// Counted before the queue is looked at, so that a release either
@@ -647,7 +669,7 @@ func (b *Budget) refit() {
 		return
 	}
 	for _, w := range b.queue {
-		if w.inflight > 0 {
+		if w.inflight > 0 && !w.whole {
 			w.room = b.fairRoom(w.inflight, int(w.need))
 		}
 	}
