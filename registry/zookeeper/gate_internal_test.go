@@ -272,6 +272,7 @@ func TestGateReleasedBySettleOrClose(t *testing.T) {
 func TestQueuedRequestAnsweredAfterSetWatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
+	noFallback(t)
 	r, px := proxiedRegistry(t)
 	const iface = "test.Gate"
 	if err := r.Register(ctx, protocol.NewURL("dubbo", "127.0.0.1", 20611, iface, map[string]string{protocol.KeyInterface: iface})); err != nil {
@@ -344,5 +345,97 @@ func TestQueuedRequestAnsweredAfterSetWatches(t *testing.T) {
 	}
 	if got := r.Stats().SessionID; got != sid {
 		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
+	}
+	fallbackUnused(t, r)
+}
+
+// watchPacket is a ChildrenW or ExistsW request packet: length, xid,
+// opcode, path, watch flag.
+func watchPacket(xid, op int32, path string, watch bool) []byte {
+	b := make([]byte, 16+len(path)+1)
+	binary.BigEndian.PutUint32(b[0:4], uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[4:8], uint32(xid))
+	binary.BigEndian.PutUint32(b[8:12], uint32(op))
+	binary.BigEndian.PutUint32(b[12:16], uint32(len(path)))
+	copy(b[16:], path)
+	if watch {
+		b[len(b)-1] = 1
+	}
+	return b
+}
+
+// codeFrame is an answer with no body and error code code.
+func codeFrame(xid, code int32) []byte {
+	b := frame(xid, 9, 0)
+	binary.BigEndian.PutUint32(b[16:20], uint32(code))
+	return b
+}
+
+// The gate counts the registry's watch calls by what became of their
+// requests: an answer that makes go-zookeeper add a watch (ChildrenW
+// answered, ExistsW answered or "no node"), one that does not, and
+// requests whose connection ended unanswered. Requests without the watch
+// flag, or of no call of the registry's, are not counted.
+func TestGateCountsWatchRequests(t *testing.T) {
+	socks := &sockets{}
+	c, srv := gatePair(t, socks, nil)
+	socks.release()
+	kc, ke := watchKey{opGetChildren2, "/a"}, watchKey{opExists, "/b"}
+	for _, k := range []watchKey{kc, kc, ke, ke} {
+		socks.watchBegin(k)
+	}
+	want := func(what string, added, pending int) {
+		t.Helper()
+		if a, p := socks.watchState(); a != added || p != pending {
+			t.Fatalf("%s: %d calls answered adding a watch, %d pending; want %d, %d", what, a, p, added, pending)
+		}
+	}
+	want("before any write", 0, 4)
+	var reqs []byte
+	for _, p := range [][]byte{
+		watchPacket(1, opGetChildren2, "/a", true), watchPacket(2, opGetChildren2, "/a", true),
+		watchPacket(3, opExists, "/b", true), watchPacket(4, opExists, "/b", true),
+		watchPacket(5, opExists, "/b", false), watchPacket(6, opGetChildren2, "/c", true),
+	} {
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, p...)
+	}
+	if _, err := io.ReadFull(srv, make([]byte, len(reqs))); err != nil {
+		t.Fatal(err)
+	}
+	want("written", 0, 4)
+	for _, f := range [][]byte{codeFrame(1, 0), codeFrame(2, errNoNode), codeFrame(3, errNoNode), codeFrame(5, 0), codeFrame(6, 0)} {
+		if _, err := srv.Write(f); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := readFrame(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("answered but xid 4", 2, 1)
+	srv.Close()
+	if _, _, err := readFrame(c); err == nil {
+		t.Fatal("read after the server closed: no error")
+	}
+	want("connection ended", 2, 0)
+	// go-zookeeper's send loop may write one more after that: it is
+	// never answered either.
+	socks.watchBegin(kc)
+	_, _ = c.Write(watchPacket(7, opGetChildren2, "/a", true))
+	want("written after the connection ended", 2, 0)
+	socks.watchEnd(kc, false)
+	socks.watchEnd(kc, true)
+	socks.watchEnd(kc, false)
+	want("ChildrenW calls returned", 1, 0)
+	socks.watchEnd(ke, true)
+	socks.watchEnd(ke, false)
+	want("all returned", 0, 0)
+	socks.mu.Lock()
+	left := len(socks.calls)
+	socks.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d keys still counted after every call returned", left)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ import (
 func TestRequestsWaitForWatchesResent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
+	noFallback(t)
 	r, px := proxiedRegistry(t)
 	const iface = "test.Settle"
 	prov := func(port int) *protocol.URL {
@@ -113,6 +115,22 @@ func TestRequestsWaitForWatchesResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLen(ctx, t, lists, 2)
+	fallbackUnused(t, r)
+}
+
+// noFallback makes settleFallback an hour for the test: a session that
+// would settle only by it makes the test time out.
+func noFallback(t *testing.T) {
+	testSettleFallback.Store(int64(time.Hour))
+	t.Cleanup(func() { testSettleFallback.Store(0) })
+}
+
+// fallbackUnused fails t if a session of r settled by settleFallback.
+func fallbackUnused(t *testing.T, r *Registry) {
+	t.Helper()
+	if g, f := r.settleGuesses.Load(), r.settleFallbacks.Load(); g != 0 || f != 0 {
+		t.Fatalf("sessions settled by settleFallback: %d guesses, %d with wrong counts; want none", g, f)
+	}
 }
 
 // queued reports whether a goroutine waits in go-zookeeper for the answer
@@ -159,7 +177,7 @@ func TestFiredWatchesForgotten(t *testing.T) {
 	var held []chan zk.Event
 	for i := range 1000 {
 		ch := make(chan zk.Event, 1)
-		r.watchCall(nil)(ch)
+		r.watchCall(nil, opGetChildren2, "/p")(ch)
 		if i%10 == 0 {
 			held = append(held, ch) // never fires
 		} else {
@@ -211,7 +229,7 @@ func proxiedRegistry(t *testing.T) (*Registry, *zktest.Proxy) {
 func TestFireWhileSettlingSettles(t *testing.T) {
 	r := &Registry{log: zap.NewNop(), watches: map[<-chan zk.Event]*zk.Conn{}, hasSession: true}
 	ch := make(chan zk.Event, 1)
-	r.watchCall(nil)(ch)
+	r.watchCall(nil, opGetChildren2, "/p")(ch)
 	r.mu.Lock()
 	settled := r.settled
 	r.mu.Unlock()
@@ -244,8 +262,7 @@ func TestFireWhileSettlingSettles(t *testing.T) {
 func TestQueuedWatchCallSettlesByGuess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	testSettleFallback.Store(int64(time.Hour))
-	t.Cleanup(func() { testSettleFallback.Store(0) })
+	noFallback(t)
 	r, px := proxiedRegistry(t)
 	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
 	conn, sid, _, _ := r.ready()
@@ -298,5 +315,87 @@ func TestQueuedWatchCallSettlesByGuess(t *testing.T) {
 	}
 	if got := r.Stats().SessionID; got != sid {
 		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
+	}
+}
+
+// A watch call whose request was written on a connection that closed
+// before its answer was read adds no watch: go-zookeeper fails it. The
+// session that comes back settles at once, nothing else being held,
+// whether or not that call's caller has run since (here it is held until
+// the session settled). The registry waited for the call to return
+// before, so with the caller held it waited for settleFallback (an hour
+// here: the test would time out).
+func TestFailedWatchCallSettlesAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	noFallback(t)
+	r, px := proxiedRegistry(t)
+	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
+	conn, sid, _, _ := r.ready()
+	r.mu.Lock()
+	gen0 := r.settleGen
+	r.mu.Unlock()
+
+	var cut sync.Once
+	wh := func(*handshakeConn) { cut.Do(px.Block) } // written, never answered
+	testHookWatchRequest.Store(&wh)
+	t.Cleanup(func() { testHookWatchRequest.Store(nil) })
+	settledFirst := make(chan bool, 1)
+	var ret sync.Once
+	rh := func() {
+		ret.Do(func() {
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				r.mu.Lock()
+				ok := r.settleGen > gen0 && r.hasSession && r.settled
+				up := r.upAt
+				r.mu.Unlock()
+				if ok {
+					t.Logf("settled %v after the session came back, the failed call's caller still held", time.Since(up).Round(time.Millisecond))
+					settledFirst <- true
+					return
+				}
+				select {
+				case <-ctx.Done():
+					settledFirst <- false
+					return
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	testHookWatchReturned.Store(&rh)
+	t.Cleanup(func() { testHookWatchReturned.Store(nil) })
+	res := make(chan error, 1)
+	go func() {
+		_, _, err := r.childrenW(conn, "/zookeeper")
+		res <- err
+	}()
+	waitUntil(ctx, t, "disconnected", func() bool { return !r.Stats().HasSession })
+	px.Unblock()
+	select {
+	case ok := <-settledFirst:
+		if !ok {
+			t.Fatal("the session did not settle while the failed watch call's caller was held")
+		}
+	case <-ctx.Done():
+		t.Fatal("no session settled while the failed watch call's caller was held")
+	}
+	select {
+	case err := <-res:
+		if err == nil {
+			t.Fatal("the watch call whose connection closed succeeded")
+		}
+		t.Logf("watch call: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the watch call did not return")
+	}
+	fallbackUnused(t, r)
+	if got := r.Stats().SessionID; got != sid {
+		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
+	}
+	if _, _, _, ok := r.ready(); !ok {
+		t.Fatal("not ready after the session settled")
 	}
 }

@@ -313,13 +313,13 @@ func (r *Registry) watchRouters(s *sub, rl registry.RouterListener) {
 // children, so the list would never be updated.
 func (r *Registry) childrenW(conn *zk.Conn, p string) ([]string, <-chan zk.Event, error) {
 	for range 3 {
-		done := r.watchCall(conn)
+		done := r.watchCall(conn, opGetChildren2, p)
 		kids, _, ch, err := conn.ChildrenW(p)
 		done(ch)
 		if err == nil || !errors.Is(err, zk.ErrNoNode) {
 			return kids, ch, err
 		}
-		done = r.watchCall(conn)
+		done = r.watchCall(conn, opExists, p)
 		ok, _, ech, err := conn.ExistsW(p)
 		done(ech)
 		if err != nil {

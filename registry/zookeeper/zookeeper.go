@@ -104,14 +104,13 @@ type Registry struct {
 	// settled: the session's own requests may go (see settleFallback). seenSetW
 	// counts SetWatches packets written; settleMark is its value when the
 	// session came up. watches are the watch channels go-zookeeper may still
-	// hold (with the zk.Conn that returned each), watchCalls the calls that
-	// may leave one still in flight.
+	// hold (with the zk.Conn that returned each); the calls in flight that
+	// may leave one are counted in the zk.Conn's sockets (watchBegin).
 	settled    bool
 	seenSetW   uint64
 	settleMark uint64
 	settleGen  uint64
 	watches    map[<-chan zk.Event]*zk.Conn
-	watchCalls int
 	pruneAt    int         // len(watches) at which fired ones are forgotten
 	settle     *time.Timer // settleLate's fallback
 	regs       map[string]*reg
@@ -157,8 +156,11 @@ var _ registry.Registry = (*Registry)(nil)
 // that follow are ordered after it). The registry knows which watches the
 // library holds: every channel a ChildrenW or ExistsW returned, until it
 // fires (its subscription receives from it, or it holds an event), and
-// the calls still in flight. settleFallback lets the requests go should
-// the packet not come although a watch seemed to be held.
+// the calls in flight whose answers added one, which the connections
+// count (see trySettleLocked). settleFallback lets the requests go when a
+// watch call's request was still unanswered (go-zookeeper gives no sign
+// whether it re-sends watches then), or should the packet not come
+// although the counts said a watch was held (logged as a warning).
 //
 // A request go-zookeeper queued before a disconnect is no request the
 // registry can hold: the library writes it first on the new connection.
@@ -186,6 +188,11 @@ const (
 	opSetWatches2 = 105
 	opPing        = 11
 	opSetAuth     = 100
+	// The registry's watch requests (ChildrenW, ExistsW) and the error
+	// code of "no node".
+	opGetChildren2 = 12
+	opExists       = 3
+	errNoNode      = -101
 )
 
 // reg is a node this process keeps registered.
@@ -347,6 +354,92 @@ type sockets struct {
 	mu     sync.Mutex
 	closed bool
 	open   map[*handshakeConn]struct{}
+	// calls are the registry's watch calls in flight on this zk.Conn, by
+	// request (see watchKey), counted by what became of their requests.
+	calls map[watchKey]*watchTally
+}
+
+// watchKey names a watch request: its opcode (opGetChildren2 or opExists)
+// and path. The registry's calls are told apart by it only: calls on the
+// same key are counted together.
+type watchKey struct {
+	op   int32
+	path string
+}
+
+// watchTally counts the calls in flight on one watchKey by what became of
+// their requests: not written yet (queued in go-zookeeper, or about to
+// be), written and not answered on a connection still open, answered in a
+// way that adds a watch in go-zookeeper (see answerAddsWatch), or done
+// without adding one (answered otherwise, or their connection closed
+// before an answer was read: go-zookeeper fails them).
+type watchTally struct {
+	unsent, live, added, none int
+}
+
+// watchBegin counts a call on k about to be made.
+func (s *sockets) watchBegin(k watchKey) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[watchKey]*watchTally{}
+	}
+	w := s.calls[k]
+	if w == nil {
+		w = &watchTally{}
+		s.calls[k] = w
+	}
+	w.unsent++
+}
+
+// watchEnd forgets a call on k that returned, with a watch channel or
+// not. Calls on one key are not told apart, so the one forgotten is
+// counted in the state its return proves some call on k is in (a channel:
+// added), else in the first of the states that add no watch; so the
+// states left never count fewer calls that may add a watch than there are.
+func (s *sockets) watchEnd(k watchKey, watched bool) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.calls[k]
+	if w == nil {
+		return
+	}
+	order := []*int{&w.none, &w.unsent, &w.live, &w.added}
+	if watched {
+		order = []*int{&w.added, &w.live, &w.unsent, &w.none}
+	}
+	for _, n := range order {
+		if *n > 0 {
+			*n--
+			break
+		}
+	}
+	if *w == (watchTally{}) {
+		delete(s.calls, k)
+	}
+}
+
+// watchState returns how many calls in flight were answered in a way that
+// adds a watch (go-zookeeper holds it, the caller has not got its
+// channel yet), and how many have a request not written yet or not
+// answered yet on an open connection (it may still add one).
+func (s *sockets) watchState() (added, pending int) {
+	if s == nil {
+		return 0, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.calls {
+		added += w.added
+		pending += w.unsent + w.live
+	}
+	return added, pending
 }
 
 // add keeps c; false when the registry is closed.
@@ -437,6 +530,12 @@ type handshakeConn struct {
 	closeOnce sync.Once
 	authMu    sync.Mutex
 	auths     []int32
+	// watchReqs are the registry's watch requests written on this
+	// connection and not answered yet, by xid (under socks.mu); nWatchReqs
+	// is their number.
+	watchReqs  map[int32]watchKey
+	nWatchReqs atomic.Int32
+	readEnded  bool // a Read failed: no answer is read any more (under socks.mu)
 	// The reading goroutine's own: frames counts the frames begun (the
 	// first is the handshake's answer), left the bytes of the current
 	// frame still to pass unparsed, pend bytes read but not handed over
@@ -458,11 +557,24 @@ type handshakeConn struct {
 // request other than credentials (whose answers resendZkAuth waits for
 // before the send loop runs) is held back, and the bytes after it with
 // it: the stream is ordered. Pings and watch events ahead of it pass.
-// Once released, a Read costs a few comparisons more than the socket's.
+// Released or not, each frame's reply header is read ahead (a frame takes
+// up to two socket reads more, no allocation), so that the answers to the
+// registry's watch requests are counted (see trySettleLocked).
 func (c *handshakeConn) Read(p []byte) (int, error) {
-	if c.gate == nil || (len(c.pend) == 0 && c.left == 0 && c.open.Load()) {
+	if c.gate == nil {
 		return c.Conn.Read(p)
 	}
+	n, err := c.read(p)
+	if n == 0 && err != nil && c.socks != nil {
+		// The receive loop ends: the watch requests not answered yet
+		// never will be, and add no watch.
+		c.lostWatchRequests()
+	}
+	return n, err
+}
+
+// read is Read on a gated connection.
+func (c *handshakeConn) read(p []byte) (int, error) {
 	if len(c.pend) > 0 {
 		n := copy(p, c.pend)
 		c.pend = c.pend[n:]
@@ -488,13 +600,14 @@ func (c *handshakeConn) Read(p []byte) (int, error) {
 		// The handshake's answer, or no reply header: go-zookeeper
 		// judges it (and checks the length against its buffer).
 		c.pend, c.left = c.hdr[:4], blen
-		return c.Read(p)
+		return c.read(p)
 	}
 	if _, err := io.ReadFull(c.Conn, c.hdr[4:20]); err != nil {
 		return 0, err
 	}
 	c.pend, c.left = c.hdr[:20], blen-16
-	if xid := int32(binary.BigEndian.Uint32(c.hdr[4:8])); xid >= 0 && !c.authAnswer(xid) {
+	xid := int32(binary.BigEndian.Uint32(c.hdr[4:8]))
+	if xid >= 0 && !c.open.Load() && !c.authAnswer(xid) {
 		if h := testHookGateHeld.Load(); h != nil {
 			(*h)(c)
 		}
@@ -504,7 +617,100 @@ func (c *handshakeConn) Read(p []byte) (int, error) {
 			return 0, net.ErrClosed
 		}
 	}
-	return c.Read(p)
+	if xid >= 0 && c.nWatchReqs.Load() > 0 {
+		c.sawAnswer(xid, int32(binary.BigEndian.Uint32(c.hdr[16:20])))
+	}
+	return c.read(p)
+}
+
+// answerAddsWatch reports whether go-zookeeper (v1.0.4) adds a watch when
+// it reads an answer with error code code to a watch request with opcode
+// op: ChildrenW on success, ExistsW on success or "no node" (its receive
+// loop adds the watch before it hands the answer to the caller, unless
+// the answer does not decode).
+func answerAddsWatch(op, code int32) bool {
+	return code == 0 || (op == opExists && code == errNoNode)
+}
+
+// sawWatchRequest records a registry watch request written on c.
+func (c *handshakeConn) sawWatchRequest(xid int32, k watchKey) {
+	s := c.socks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.calls[k]
+	if w == nil || w.unsent == 0 {
+		return // no call of the registry's (tests)
+	}
+	w.unsent--
+	if c.readEnded {
+		// Written after the receive loop ended (go-zookeeper's send
+		// loop had not seen it yet): never answered, go-zookeeper fails it.
+		w.none++
+		return
+	}
+	w.live++
+	if c.watchReqs == nil {
+		c.watchReqs = map[int32]watchKey{}
+	}
+	c.watchReqs[xid] = k
+	c.nWatchReqs.Add(1)
+}
+
+// sawAnswer records the answer to request xid, handed to go-zookeeper now
+// with error code code, if it is a watch request's.
+func (c *handshakeConn) sawAnswer(xid, code int32) {
+	s := c.socks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := c.watchReqs[xid]
+	if !ok {
+		return
+	}
+	delete(c.watchReqs, xid)
+	c.nWatchReqs.Add(-1)
+	if w := s.calls[k]; w != nil && w.live > 0 {
+		w.live--
+		if answerAddsWatch(k.op, code) {
+			w.added++
+		} else {
+			w.none++
+		}
+	}
+}
+
+// lostWatchRequests records that the watch requests written on c will not
+// be answered: the receive loop got an error reading c, and go-zookeeper
+// fails them. (The reading goroutine tells, not Close: an answer whose
+// header was read may still be handed over.)
+func (c *handshakeConn) lostWatchRequests() {
+	s := c.socks
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.readEnded = true
+	for xid, k := range c.watchReqs {
+		delete(c.watchReqs, xid)
+		c.nWatchReqs.Add(-1)
+		if w := s.calls[k]; w != nil && w.live > 0 {
+			w.live--
+			w.none++
+		}
+	}
+}
+
+// watchRequest returns the key of a ChildrenW or ExistsW request packet b
+// (length, xid, opcode, path, watch flag), or false.
+func watchRequest(op int32, b []byte) (watchKey, bool) {
+	if len(b) < 17 || b[len(b)-1] != 1 {
+		return watchKey{}, false
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[12:16])))
+	if n < 0 || n != len(b)-17 {
+		return watchKey{}, false
+	}
+	return watchKey{op, string(b[16 : 16+n])}, true
 }
 
 // testHookGateHeld, when set (tests), runs when a Read holds an answer
@@ -514,6 +720,10 @@ var testHookGateHeld atomic.Pointer[func(*handshakeConn)]
 // testHookSetWatches, when set (tests), runs before a SetWatches packet
 // is written.
 var testHookSetWatches atomic.Pointer[func(*handshakeConn)]
+
+// testHookWatchRequest, when set (tests), runs before a registry watch
+// request is written.
+var testHookWatchRequest atomic.Pointer[func(*handshakeConn)]
 
 // authAnswer reports (and forgets) whether xid is a credentials packet's.
 func (c *handshakeConn) authAnswer(xid int32) bool {
@@ -562,6 +772,14 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 			}
 		default:
 			c.firstOp.CompareAndSwap(0, op)
+			if (op == opGetChildren2 || op == opExists) && c.gate != nil {
+				if k, ok := watchRequest(op, b); ok {
+					if h := testHookWatchRequest.Load(); h != nil {
+						(*h)(c)
+					}
+					c.sawWatchRequest(int32(binary.BigEndian.Uint32(b[4:8])), k)
+				}
+			}
 			if op == opSetWatches || op == opSetWatches2 {
 				if h := testHookSetWatches.Load(); h != nil {
 					(*h)(c)
@@ -712,17 +930,42 @@ var testHookSession atomic.Pointer[func(*Registry)]
 // trySettleLocked settles the session when go-zookeeper holds no watch or
 // has written its SetWatches packet since the session came up, and wakes
 // everyone then (see settleFallback). r.mu is held.
+//
+// go-zookeeper (v1.0.4) adds a watch only when its receive loop reads an
+// answer to a ChildrenW or ExistsW (see answerAddsWatch), and removes it
+// when it fires; until the session settled every answer on the new
+// connection is held back (handshakeConn.Read), so none is added then. It
+// holds one if a channel the registry got has not fired, or if an answer
+// that added one was read and its call has not returned yet: then the
+// SetWatches packet comes. It holds none if neither, and no watch call in
+// flight may still have its answer read: a call whose request was written
+// on a connection that closed before its answer was read adds none
+// (go-zookeeper fails it), whether or not its caller has run since.
+//
+// A call whose request is not written yet (queued while the connection
+// was down: go-zookeeper writes it first on the new one) or not answered
+// yet is the case no count decides. Its answer is held until the session
+// settles; go-zookeeper decides whether to re-send watches on another
+// goroutine (sendSetWatches, after the callback that reports the session)
+// and gives no sign when it decided none: were the answer let through
+// before that, it could add a watch that go-zookeeper then re-sends,
+// reading its last zxid while the receive loop writes it (the race the
+// gate is for). So that case waits for settleFallback.
 func (r *Registry) trySettleLocked() {
 	if r.settled || !r.hasSession || r.closed {
 		return
 	}
 	if r.seenSetW == r.settleMark {
-		if r.watchCalls > 0 {
-			return // settled when they return
-		}
 		r.pruneWatchesLocked()
 		if len(r.watches) > 0 {
 			return // settled when the SetWatches packet is written
+		}
+		added, pending := r.socks.watchState()
+		if added > 0 {
+			return // the same (or the call returns a channel that fired)
+		}
+		if pending > 0 {
+			return // settled when the SetWatches packet is written, or late
 		}
 	}
 	r.settled = true
@@ -754,17 +997,21 @@ func (r *Registry) settleLate(gen uint64) {
 	}
 	after := settleFallbackFor()
 	r.pruneWatchesLocked()
-	if r.watchCalls > 0 && len(r.watches) == 0 {
+	added, pending := r.socks.watchState()
+	if len(r.watches) == 0 && added == 0 && pending > 0 {
 		// A watch call in flight whose request may yet be answered on this
 		// connection: go-zookeeper gives no sign of having decided not to
 		// re-send watches (see trySettleLocked).
 		r.settleGuesses.Add(1)
 		r.log.Info("zookeeper: a watch request was in flight when the session came back and no SetWatches was seen; going on",
-			zap.Duration("after", after))
+			zap.Duration("after", after), zap.Int("requests", pending))
 	} else {
+		// The counts said go-zookeeper holds a watch: it would have
+		// re-sent it. Reachable only if they are wrong (an answer that
+		// did not decode, say).
 		r.settleFallbacks.Add(1)
 		r.log.Warn("zookeeper: the registry counted watches held after the session came back, but go-zookeeper re-sent none; going on",
-			zap.Duration("after", after), zap.Int("watches", len(r.watches)), zap.Int("watch_calls", r.watchCalls))
+			zap.Duration("after", after), zap.Int("watches", len(r.watches)), zap.Int("answered_calls", added), zap.Int("requests", pending))
 	}
 	r.seenSetW++ // as if it came
 	r.trySettleLocked()
@@ -779,17 +1026,26 @@ func (r *Registry) sawSetWatches() {
 	r.trySettleLocked()
 }
 
-// watchCall is called before a ChildrenW or ExistsW on conn, and its
-// returned function after it with the watch channel it returned (nil
-// when none).
-func (r *Registry) watchCall(conn *zk.Conn) func(<-chan zk.Event) {
+// watchCall is called before a ChildrenW (op opGetChildren2) or ExistsW
+// (opExists) of path on conn, and its returned function after it with
+// the watch channel it returned (nil when none). The call is counted in
+// conn's sockets (see trySettleLocked) when conn is the current one.
+func (r *Registry) watchCall(conn *zk.Conn, op int32, path string) func(<-chan zk.Event) {
+	k := watchKey{op, path}
 	r.mu.Lock()
-	r.watchCalls++
+	socks := r.socks
+	if conn != r.conn {
+		socks = nil // a replaced zk.Conn: its watches are not re-sent
+	}
+	socks.watchBegin(k)
 	r.mu.Unlock()
 	return func(ch <-chan zk.Event) {
+		if h := testHookWatchReturned.Load(); h != nil {
+			(*h)()
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.watchCalls--
+		socks.watchEnd(k, ch != nil)
 		if ch != nil {
 			r.watches[ch] = conn
 			if len(r.watches) >= r.pruneAt {
@@ -802,6 +1058,10 @@ func (r *Registry) watchCall(conn *zk.Conn) func(<-chan zk.Event) {
 		r.trySettleLocked()
 	}
 }
+
+// testHookWatchReturned, when set (tests), runs when a watch call
+// returned, before the registry counts it.
+var testHookWatchReturned atomic.Pointer[func()]
 
 // watchFired forgets ch once its subscription has received from it. A
 // fire may have removed the last watch go-zookeeper held while the
