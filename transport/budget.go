@@ -44,7 +44,11 @@ const smallFrame = 4 << 10
 // for as long as smaller ones keep coming (frames of up to 4 KiB, such
 // as heartbeats, still are when they fit, up to a sixty-fourth of the
 // limit, 64 KiB at least, during one reservation: then they wait too,
-// else a stream of them would take every room a release makes). A
+// else a stream of them would take every room a release makes). A frame
+// whose connection's peer is a connection this process made (its own
+// call of a service of its own: see selfcall.go) passes a reservation
+// when it fits, since the reserved frame may wait for the memory of the
+// handler that makes the call. A
 // connection that holds no frame at all may still read a frame of up to
 // 4 KiB while the budget is used up, so that callers with small calls
 // progress one call at a time while the connections that hold the memory
@@ -131,6 +135,7 @@ type Budget struct {
 	// release cost a wake-up per throttled connection).
 	mu       sync.Mutex
 	queue    waitHeap
+	selfQd   int    // waiters in queue with self set
 	seq      uint64 // order of arrival, among equal frames
 	reserved *budgetWaiter
 }
@@ -150,12 +155,16 @@ type budgetWaiter struct {
 	// one (its room 0, kept: whole) after its FrameTimeout.
 	reservedAt int64
 	whole      bool
-	small      bool // the frame may be read once its connection holds nothing
-	queued     bool
-	granted    bool // need was charged for it, and it was taken off the queue
-	seq        uint64
-	index      int           // in the queue
-	wake       chan struct{} // 1 slot: signalled when taken off the queue by another
+	// self: its connection's peer is a connection of this process
+	// (selfcall.go), asked when a reservation is under way: it passes
+	// reservations.
+	self    bool
+	small   bool // the frame may be read once its connection holds nothing
+	queued  bool
+	granted bool // need was charged for it, and it was taken off the queue
+	seq     uint64
+	index   int           // in the queue
+	wake    chan struct{} // 1 slot: signalled when taken off the queue by another
 	// held is its connection's (Conn.held): a small frame may be read
 	// once it is zero.
 	held *atomic.Int64
@@ -281,7 +290,7 @@ func (b *Budget) grant() {
 	if r := b.reserved; r != nil {
 		if !b.tryTake(int(r.need), r.room) {
 			if r.room > 0 {
-				b.grantUnder()
+				b.grantPassing(true)
 				return
 			}
 			for len(b.queue) > 0 && b.queue[0].need <= smallFrame && b.takeSmall(int(b.queue[0].need)) {
@@ -289,6 +298,7 @@ func (b *Budget) grant() {
 				w.granted = true
 				b.unqueue(w)
 			}
+			b.grantPassing(false)
 			return
 		}
 		r.granted = true
@@ -301,22 +311,26 @@ func (b *Budget) grant() {
 	}
 }
 
-// grantUnder grants the waiters of addresses under their fair share that
-// fit, smallest first, while a waiter of an address over its share is
-// reserved for (the waiters over theirs, which it holds back, may come
-// first in the queue). b.mu is held.
-func (b *Budget) grantUnder() {
-	var under []*budgetWaiter
+// grantPassing grants the waiters that a reservation does not hold back
+// and that fit, smallest first: the frames of this process's own calls
+// (self), and while the waiter reserved for is of an address over its
+// fair share (under), those of addresses under theirs. Waiters that it
+// holds back may come first in the queue. b.mu is held.
+func (b *Budget) grantPassing(under bool) {
+	if !under && b.selfQd == 0 {
+		return
+	}
+	var pass []*budgetWaiter
 	for _, w := range b.queue {
-		if w.room == 0 {
-			under = append(under, w)
+		if w.self || under && w.room == 0 {
+			pass = append(pass, w)
 		}
 	}
-	slices.SortFunc(under, func(x, y *budgetWaiter) int {
+	slices.SortFunc(pass, func(x, y *budgetWaiter) int {
 		return cmp.Or(cmp.Compare(x.need, y.need), cmp.Compare(x.seq, y.seq))
 	})
-	for _, w := range under {
-		if !b.tryTake(int(w.need), 0) {
+	for _, w := range pass {
+		if !b.tryTake(int(w.need), w.room) {
 			return
 		}
 		w.granted = true
@@ -328,6 +342,9 @@ func (b *Budget) grantUnder() {
 func (b *Budget) push(w *budgetWaiter) {
 	b.seq++
 	w.queued, w.seq = true, b.seq
+	if w.self {
+		b.selfQd++
+	}
 	heap.Push(&b.queue, w)
 }
 
@@ -351,6 +368,9 @@ func (w *budgetWaiter) signal() {
 func (b *Budget) remove(w *budgetWaiter) {
 	heap.Remove(&b.queue, w.index)
 	w.queued = false
+	if w.self {
+		b.selfQd--
+	}
 	if b.reserved == w {
 		b.reserved = nil
 		b.reserving.Store(false)
@@ -566,7 +586,7 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 		w.wake = make(chan struct{}, 1)
 	}
 	w.need, w.room, w.inflight, w.small, w.held = int64(total), room, inflight, total <= smallFrame, &c.held
-	w.whole = false
+	w.whole, w.self = false, c.fromSelf()
 	w.since, w.patience = monoNow(), int64(c.opts.FrameTimeout/10)
 	counted := false
 	// Counted before the queue is looked at, so that a release either
@@ -594,7 +614,7 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 		w.granted = false
 		switch {
 		case granted:
-		case w.small && c.held.Load() == 0 && (!b.reserving.Load() || b.spendSmall(smallFrame)):
+		case w.small && c.held.Load() == 0 && (!b.reserving.Load() || w.self || b.spendSmall(smallFrame)):
 			b.mu.Unlock()
 			// Holds nothing: one small frame, in a buffer of its
 			// size, whether it fits or not.
@@ -607,10 +627,10 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 			granted = true
 		default:
 			b.push(w)
-			if r := b.reserved; r != nil && r.room > 0 && w.room == 0 {
-				// Frames over their fair share that it may not pass
-				// come first in the queue; it may fit.
-				b.grantUnder()
+			if r := b.reserved; r != nil && (w.self || r.room > 0 && w.room == 0) {
+				// It passes the reservation, but frames that may not
+				// pass it come first in the queue; it may fit.
+				b.grantPassing(r.room > 0)
 			}
 		}
 		b.mu.Unlock()
@@ -693,6 +713,8 @@ func (b *Budget) refit() {
 func (b *Budget) admits(w *budgetWaiter) bool {
 	switch r := b.reserved; {
 	case r == nil:
+		return b.tryTake(int(w.need), w.room)
+	case w.self:
 		return b.tryTake(int(w.need), w.room)
 	case r.room > 0:
 		// Only the frames of addresses over their fair share wait

@@ -157,6 +157,13 @@ type Conn struct {
 	// tlsWrites counts the writes under a TLS server connection that
 	// took bytes (tlsprogress.go; nil otherwise).
 	tlsWrites *atomic.Uint64
+	// own is set on a connection this process made (not a Server's),
+	// whose ends (selfcall.go) are in ownEnds while it is open; self
+	// caches fromSelf on a Server's connection (0 not asked yet, 1 no,
+	// 2 yes).
+	own  bool
+	ends connEnds
+	self atomic.Int32
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -195,6 +202,8 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 	c.lastRead.Store(monoNow())
 	if counts != nil {
 		c.throttles, c.reclaims, c.ipThrottles = &counts.throttled, &counts.reclaimed, &counts.ipThrottled
+	} else {
+		c.ownConn()
 	}
 	if b != nil {
 		c.tlsWrites = writesUnder(nc)
@@ -838,6 +847,7 @@ func (c *Conn) readOn() bool {
 	c.shutdown(err, false)
 	<-c.writerDone
 	c.nc.Close()
+	c.forgetOwn()
 	if c.budget != nil {
 		c.budget.unregister(c)
 		if c.ip != nil {

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -19,12 +20,14 @@ func poolLargeArrays() {
 
 // reservingBudget returns a 4 MiB budget reserved for a waiter of 3 MiB
 // (smallCap: 64 KiB), and a connection of it that holds nothing.
-func reservingBudget() (*Budget, *Conn) {
+func reservingBudget(t *testing.T) (*Budget, *Conn) {
+	nc, peer := net.Pipe()
+	t.Cleanup(func() { nc.Close(); peer.Close() })
 	b := NewBudget(4 << 20)
 	b.reserved = &budgetWaiter{need: 3 << 20}
 	b.reserving.Store(true)
 	b.rc.period = 5 * time.Millisecond
-	c := &Conn{budget: b, opts: &Options{FrameTimeout: time.Second}, closing: make(chan struct{})}
+	c := &Conn{nc: nc, budget: b, opts: &Options{FrameTimeout: time.Second}, closing: make(chan struct{})}
 	return b, c
 }
 
@@ -38,7 +41,7 @@ func reservingBudget() (*Budget, *Conn) {
 func TestSmallFrameChargedItsSizeDuringReservation(t *testing.T) {
 	const body = 100
 	t.Run("fast path", func(t *testing.T) {
-		b, c := reservingBudget()
+		b, c := reservingBudget(t)
 		for range 20 {
 			poolLargeArrays()
 			f, err := c.budgetFrame(body, 0)
@@ -50,7 +53,7 @@ func TestSmallFrameChargedItsSizeDuringReservation(t *testing.T) {
 		require.Zero(t, b.Used())
 	})
 	t.Run("granted", func(t *testing.T) {
-		b, c := reservingBudget()
+		b, c := reservingBudget(t)
 		// The budget is all but used up, and smallCap spent: the frame
 		// waits.
 		b.used.Store(b.limit - 8<<10)
