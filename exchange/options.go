@@ -120,7 +120,10 @@ type Options struct {
 	// of the memory budget (transport.Options.MaxMemoryPerIP; default an
 	// eighth of the budget, 32 MiB of the default one): a request that
 	// would go over waits unread until that address's requests in
-	// progress end (Server.ThrottledByIP counts the waits).
+	// progress end (Server.ThrottledByIP counts the waits). Past its
+	// fair share of the budget (the limit over the addresses with
+	// connections), an address's requests in progress must also leave
+	// that much free (see transport.Budget). MaxMemory or more: neither.
 	MaxMemoryPerIP int
 	// Budget, when set, is a memory budget shared with other Servers
 	// (transport.Options.Budget); MaxMemory is then not used.
