@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"bytes"
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -397,5 +398,86 @@ func TestFailedWatchCallSettlesAtOnce(t *testing.T) {
 	}
 	if _, _, _, ok := r.ready(); !ok {
 		t.Fatal("not ready after the session settled")
+	}
+}
+
+// A watch call whose answer was read before the connection closed left a
+// watch in go-zookeeper, though its caller may not have its channel yet
+// (held here until the session settled): go-zookeeper re-sends that watch,
+// so the session that comes back settles only when the SetWatches packet
+// is written, not before (it would let answers race the packet's zxid).
+func TestAnsweredWatchCallWaitsForSetWatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	noFallback(t)
+	r, px := proxiedRegistry(t)
+	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
+	conn, sid, _, _ := r.ready()
+	r.mu.Lock()
+	gen0 := r.settleGen
+	r.mu.Unlock()
+
+	answered, release := make(chan struct{}), make(chan struct{})
+	var ret sync.Once
+	rh := func() {
+		ret.Do(func() {
+			close(answered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+	}
+	testHookWatchReturned.Store(&rh)
+	t.Cleanup(func() { testHookWatchReturned.Store(nil) })
+	res := make(chan error, 1)
+	go func() {
+		_, ch, err := r.childrenW(conn, "/zookeeper")
+		if err == nil && ch == nil {
+			err = errors.New("no watch channel")
+		}
+		res <- err
+	}()
+	select {
+	case <-answered:
+	case <-ctx.Done():
+		t.Fatal("the watch call was not answered")
+	}
+	settledAtSetWatches := make(chan bool, 4)
+	sh := func(*handshakeConn) {
+		r.mu.Lock()
+		settledAtSetWatches <- r.settled && r.settleGen > gen0
+		r.mu.Unlock()
+	}
+	testHookSetWatches.Store(&sh)
+	t.Cleanup(func() { testHookSetWatches.Store(nil) })
+	px.Block()
+	waitUntil(ctx, t, "disconnected", func() bool { return !r.Stats().HasSession })
+	px.Unblock()
+	select {
+	case settled := <-settledAtSetWatches:
+		if settled {
+			t.Fatal("the session settled before the SetWatches packet was written, with a watch held")
+		}
+	case <-ctx.Done():
+		t.Fatal("no SetWatches packet written")
+	}
+	waitUntil(ctx, t, "settled", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.settled && r.settleGen > gen0
+	})
+	close(release)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("watch call: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch call did not return")
+	}
+	fallbackUnused(t, r)
+	if got := r.Stats().SessionID; got != sid {
+		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
 	}
 }
