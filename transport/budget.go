@@ -35,9 +35,11 @@ const smallFrame = 4 << 10
 // (the peer's writes wait in TCP) until frames held elsewhere are released,
 // so a frame never waits half read and nothing deadlocks on the budget.
 // A release wakes only the waiting connections whose frames now fit,
-// smallest frame first (equal ones in the order they began to wait), with
-// their frames charged already; the others sleep on. A waiting frame is
-// never stuck behind a larger one that does not fit. A frame that has
+// smallest frame first (with the room a frame over its address's fair
+// share must leave, see below; equal ones in the order they began to
+// wait), with their frames charged already; the others sleep on. A
+// waiting frame is never stuck behind a larger one that does not fit.
+// A frame that has
 // waited a tenth of its connection's FrameTimeout may get the budget
 // reserved (one at a time, the one waiting longest): until it fits, no
 // other frame over 4 KiB is charged, so a large frame is not passed over
@@ -278,7 +280,7 @@ func (b *Budget) takeSmall(n int) bool {
 	return false
 }
 
-// grant charges the frames of the waiters that now fit, smallest first,
+// grant charges the frames of the waiters that now fit, smallest fit first,
 // and wakes them: the first that does not fit ends it, since the others
 // are larger. While a waiter is reserved for, only frames of up to 4 KiB
 // (heartbeats, small calls) are granted besides it until it fits, and
