@@ -233,7 +233,9 @@ func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
 		return nil, err
 	}
 	c := newClient(opts)
-	conn, err := transport.Dial(ctx, addr, clientHandler{c}, c.opts.transport())
+	to := c.opts.transport()
+	to.Budget = c.opts.ReplyBudget // never a Server's (Budget)
+	conn, err := transport.Dial(ctx, addr, clientHandler{c}, to)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", status.ErrDial, addr, err)
 	}
@@ -489,6 +491,8 @@ func (c *Client) arm(at int64) {
 // errors, and arms the timer for the next deadline.
 func (c *Client) expire() {
 	var ended []*call
+	// Read before a reading caller is stopped: its wait ends then.
+	waited := c.opts.ReplyBudget != nil && c.conn.Throttled()
 	c.mu.Lock()
 	c.armedAt = 0
 	now := clock()
@@ -507,9 +511,30 @@ func (c *Client) expire() {
 	c.mu.Unlock()
 	for _, cl := range ended {
 		cl.err = timeoutError(cl.d, cl.fromCtx)
+		if waited {
+			cl.err = c.waitedError(cl.err)
+		}
 		cl.finish()
 	}
 }
+
+// waitedError is err, a call's timeout while the connection waited for
+// room in the ReplyBudget, saying so: responses are not read meanwhile.
+func (c *Client) waitedError(err error) error {
+	b := c.opts.ReplyBudget
+	return &waitedError{err, fmt.Sprintf("; its response waited unread behind a response from provider %s that did not fit the consumer's memory for responses in progress (%d of %d bytes held: ReplyBudget's limit, dubbo.Options.MaxReplyMemory; raise it if the providers are honest)",
+		c.conn.RemoteAddr(), b.Used(), b.Limit())}
+}
+
+// waitedError is a timeout (err) with why (more), which it reads when it
+// is printed: the layer above fills in the call's name and setting.
+type waitedError struct {
+	err  error
+	more string
+}
+
+func (e *waitedError) Error() string { return e.err.Error() + e.more }
+func (e *waitedError) Unwrap() error { return e.err }
 
 // Call sends the request frame f (built with NewFrame, body appended,
 // serialized with serializer id ser) and waits for the response. It takes
@@ -782,7 +807,10 @@ func (c *Client) heartbeat(ticks <-chan time.Time, clock func(tick time.Time) ti
 				asked = time.Time{} // read since (or never asked)
 			}
 			idle := now.Sub(last)
-			if idle >= dead && !asked.IsZero() && now.Sub(asked) >= dead-hb {
+			if idle >= dead && !asked.IsZero() && now.Sub(asked) >= dead-hb && !c.conn.Throttled() {
+				// (Not while reading waits for the ReplyBudget: the
+				// provider's answer is unread, not missing; FrameTimeout
+				// bounds the frames in progress that hold it.)
 				c.conn.Abort(fmt.Errorf("%w: nothing from %s for %v", status.ErrConnLost, c.conn.RemoteAddr(), idle.Round(time.Millisecond)))
 				return
 			}

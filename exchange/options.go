@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"crypto/tls"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -111,8 +112,8 @@ type Options struct {
 	// connection that holds nothing may still send a request of up to
 	// 4 KiB. While connections wait, a peer far behind in sending a
 	// request and one that takes none of its answers for FrameTimeout
-	// are closed to get memory back (Server.Reclaimed). Clients have no
-	// such budget.
+	// are closed to get memory back (Server.Reclaimed). Clients have
+	// their own: ReplyBudget.
 	MaxMemory int
 	// MaxMemoryPerIP bounds what the requests in progress (over 4 KiB,
 	// charged their declared length from their header on, their bodies
@@ -128,6 +129,24 @@ type Options struct {
 	// Budget, when set, is a memory budget shared with other Servers
 	// (transport.Options.Budget); MaxMemory is then not used.
 	Budget *transport.Budget
+	// ReplyBudget, when set, bounds the responses in progress of the
+	// Clients dialled with it (Dial; a process's clients share one): a
+	// response over 4 KiB is charged its declared length from its header
+	// until its body is read, and one that does not fit waits unread
+	// (its connection stops reading, the provider's writes wait in TCP)
+	// until responses in progress elsewhere end. So providers that
+	// declare large responses and stall in them hold at most its limit
+	// of the consumer's memory, whatever their number. A call that times
+	// out while its connection waits says so, and names the limit. While
+	// responses wait, a response far behind the pace its FrameTimeout
+	// implies is cut (transport.ErrSlowFrame, its calls fail with
+	// status.ErrConnLost naming the provider). Responses of up to 4 KiB
+	// and requests are not charged. Its limit must hold a frame of
+	// MaxPayload. It must not be a budget a Server of the process charges
+	// (Budget, MaxMemory): a method that calls out while its request
+	// holds memory would wait for its own memory. Default nil: no bound
+	// across connections (each one's is MaxPayload in progress).
+	ReplyBudget *transport.Budget
 	// Logger (default zap.NewNop()).
 	Logger *zap.Logger
 }
@@ -169,6 +188,16 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "WorkerIdle", Value: int64(o.WorkerIdle), Default: d.WorkerIdle},
 	); err != nil {
 		return err
+	}
+	if o.ReplyBudget != nil {
+		payload := o.MaxPayload
+		if payload <= 0 {
+			payload = d.MaxPayload
+		}
+		if l := o.ReplyBudget.Limit(); l < payload+HeaderSize {
+			return fmt.Errorf("exchange: ReplyBudget's limit %d is less than one response of MaxPayload %d (and its %d-byte header): such a response could never be read; give it a larger limit or lower MaxPayload",
+				l, payload, HeaderSize)
+		}
 	}
 	return o.transport().Validate()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultMaxMemory is the default of Options.MaxMemory: the memory the
@@ -492,7 +493,7 @@ func budgetLimit(o *Options) int {
 // never waits), unless f is charged already (a frame read and sent
 // back). c.mu is held or f is not shared yet.
 func (c *Conn) bill(f *Buffer) {
-	if c.budget == nil || f.acct != nil {
+	if c.budget == nil || c.dialed || f.acct != nil {
 		return
 	}
 	n := cap(f.B) + f.spliced + frameOverhead
@@ -616,6 +617,9 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 		w.granted = false
 		switch {
 		case granted:
+		case w.queued:
+			// Woken while still queued: by an Interrupt that another
+			// read took already (a dialed connection): wait on.
 		case w.small && c.held.Load() == 0 && (!b.reserving.Load() || w.self || b.spendSmall(smallFrame)):
 			b.mu.Unlock()
 			// Holds nothing: one small frame, in a buffer of its
@@ -664,6 +668,22 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 		}
 		select {
 		case <-w.wake:
+			if c.dialed && c.intr.Load() {
+				// A caller reading the connection (Resume) whose call
+				// ended: it stops, and the next holder of the reading
+				// role charges the frame again (its header is read).
+				b.mu.Lock()
+				if w.queued {
+					b.leave(w)
+				}
+				granted := w.granted
+				b.mu.Unlock()
+				if !granted {
+					c.rs.hdrN = HeaderSize
+					c.rs.frameEnd = time.Now().Add(c.opts.FrameTimeout)
+					return nil, c.interrupted()
+				}
+			}
 		case <-c.closing:
 			b.mu.Lock()
 			if w.queued {

@@ -164,6 +164,11 @@ type Conn struct {
 	own  bool
 	ends connEnds
 	self atomic.Int32
+	// dialed is set on a connection Dial made with a budget
+	// (Options.Budget): the budget is charged only the frames it reads
+	// over 4 KiB, from their header until their body is read; frames it
+	// sends are not charged, and there is no per-IP share.
+	dialed bool
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -183,12 +188,16 @@ type serverCounts struct {
 	throttled, reclaimed, ipThrottled atomic.Uint64
 }
 
+// newConn starts serving nc. b is the budget of a Server's connection
+// (counts its Server's), or, with counts nil, of a connection Dial made
+// (dialed).
 func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts) *Conn {
 	c := &Conn{
 		nc:         nc,
 		h:          h,
 		opts:       o,
 		budget:     b,
+		dialed:     b != nil && counts == nil,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -205,9 +214,12 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 	} else {
 		c.ownConn()
 	}
+	if c.dialed {
+		c.bw.wake = make(chan struct{}, 1) // Interrupt signals it
+	}
 	if b != nil {
 		c.tlsWrites = writesUnder(nc)
-		if int64(o.MaxMemoryPerIP) < b.limit {
+		if !c.dialed && int64(o.MaxMemoryPerIP) < b.limit {
 			c.ip = b.shareOf(nc)
 		}
 		b.register(c)
@@ -220,7 +232,9 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 
 // Dial connects to addr (with TLS when opts.TLS is set) and starts serving
 // the connection with h. ctx bounds the dial and the handshake. Invalid
-// opts (see Options.Validate) are an error.
+// opts (see Options.Validate) are an error. With opts.Budget set, the
+// frames the connection reads are charged to it while they are in
+// progress (see Options.Budget).
 func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -248,7 +262,7 @@ func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, er
 		}
 		nc = tc
 	}
-	return newConn(nc, h, &o, nil, nil), nil
+	return newConn(nc, h, &o, o.Budget, nil), nil
 }
 
 // LocalAddr returns the local network address.
@@ -774,6 +788,10 @@ func (c *Conn) Interrupt() {
 	// network fails, between frames or within one.
 	_ = c.nc.SetReadDeadline(pastDeadline)
 	c.dmu.Unlock()
+	if c.dialed {
+		// And a wait for room in the budget (budgetWait).
+		c.bw.signal()
+	}
 }
 
 // interrupted ends the reading role's loop for Interrupt.
@@ -935,7 +953,12 @@ func (c *Conn) readFrameBody(f *Buffer) error {
 		c.paceEnd()
 	}
 	if err == nil {
-		if f.acct != nil && cap(f.B) > f.owed {
+		if f.acct != nil && c.dialed {
+			// Read: a dialed connection's budget bounds only the
+			// frames in progress.
+			c.unbill(f.owed)
+			f.acct, f.owed = nil, 0
+		} else if f.acct != nil && cap(f.B) > f.owed {
 			c.topUp(f)
 		}
 		return nil
@@ -1072,7 +1095,7 @@ func (c *Conn) frameOf() (*Buffer, error) {
 		return nil, fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
 	}
 	var f *Buffer
-	if c.budget != nil {
+	if c.budget != nil && (!c.dialed || HeaderSize+n > smallFrame) {
 		var inflight int64
 		if c.ip != nil && HeaderSize+n > smallFrame && rs.br.Buffered() < n {
 			// A frame whose body is to come: its address's frames in

@@ -78,7 +78,8 @@ type Options struct {
 	// Meanwhile it closes the peers that hold memory without doing their
 	// part (a frame far behind its pace, answers not taken for
 	// FrameTimeout: Server.Reclaimed); see Budget.
-	// Connections made with Dial or NewConn have no budget.
+	// Connections made with NewConn, and with Dial unless Budget is
+	// set, have no budget.
 	MaxMemory int
 	// MaxMemoryPerIP bounds what the frames in progress (over 4 KiB,
 	// charged their declared length at their header, their bodies still
@@ -99,6 +100,18 @@ type Options struct {
 	// Budget, when set, is the memory budget a Server charges instead of
 	// one of its own of MaxMemory bytes: Servers given the same Budget
 	// share it, so that it bounds a process's frames across them.
+	//
+	// Given to Dial, it bounds the frames the connections it dials read
+	// (their peers' answers) while they are in progress: a frame over
+	// 4 KiB is charged its declared length from its header until its body
+	// is read (not while the Handler holds it), and when it does not fit
+	// the connection stops reading until frames in progress elsewhere
+	// end, as on a Server (including the reclaimer, which closes a frame
+	// far behind its pace while others wait: ErrSlowFrame). Frames of up
+	// to 4 KiB and the frames sent are not charged, and there is no share
+	// per IP address (MaxMemoryPerIP). Never give Dial a budget a Server
+	// of the same process charges: a handler that calls out while its
+	// request holds memory could then wait for its own memory.
 	Budget *Budget
 	// Logger receives connection events (default none).
 	Logger *zap.Logger

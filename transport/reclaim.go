@@ -142,6 +142,12 @@ func (b *Budget) reclaim() {
 				ErrSlowFrame, c.nc.RemoteAddr(), got, size, took.Round(time.Millisecond), c.opts.FrameTimeout, while))
 			continue
 		}
+		if c.dialed {
+			if judge {
+				b.stalled(c, now, since)
+			}
+			continue
+		}
 		c.mu.Lock()
 		q, p := c.queued, c.progress
 		c.mu.Unlock()
@@ -197,6 +203,33 @@ func (b *Budget) reclaim() {
 		b.rc.armed = false
 	}
 	b.cmu.Unlock()
+}
+
+// stalled closes the frame in progress on c, a dialed connection (whose
+// sends are not charged: the rule of answers not taken is not its), when
+// none of its bytes arrived for a tenth of its FrameTimeout while frames
+// waited for room (since then): a peer that sent most of a large answer
+// and stopped is not behind its pace, and would hold its charge until
+// FrameTimeout. Bytes waiting in the socket count as arrived. Its seen
+// fields are the body bytes that had arrived at the last look, and when.
+func (b *Budget) stalled(c *Conn, now, since int64) {
+	at := c.partAt.Load()
+	got := uint64(c.arrived.Load())
+	if at == 0 || got != c.seenProgress || c.seenAt < max(since, at) {
+		c.seenProgress, c.seenAt = got, now
+		return
+	}
+	quiet := time.Duration(now - c.seenAt)
+	if quiet < c.opts.FrameTimeout/10 || c.partAt.Load() != at {
+		return
+	}
+	if socketUnread(c.nc) > 0 {
+		c.seenAt = now // sent: this side did not read it yet
+		return
+	}
+	b.reclaimConn(c, "memory budget used up: closing a stalled frame", fmt.Errorf(
+		"%w: %s sent %d bytes of a %d-byte body and nothing more for %v (FrameTimeout %v), while other frames waited for the memory its budget bounds (limit %d bytes)",
+		ErrSlowFrame, c.nc.RemoteAddr(), got, c.partSize.Load(), quiet.Round(time.Millisecond), c.opts.FrameTimeout, b.limit))
 }
 
 // reclaimConn closes c with err to give its memory back, counts it and

@@ -273,6 +273,7 @@ func (c *lazyConn) dial(ctx context.Context) (*exchange.Client, error) {
 		TLS:          c.tls,
 		FrameTimeout: c.p.opts.FrameTimeout,
 		MaxQueue:     c.p.opts.MaxQueue,
+		ReplyBudget:  c.p.replies,
 		Logger:       c.p.opts.Logger.Named("dubbo.client"),
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {

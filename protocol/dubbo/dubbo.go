@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +173,27 @@ type Options struct {
 	// off, hold at most this much per address. MaxMemory or more: no
 	// such bound (transport.Options.MaxMemoryPerIP).
 	MaxMemoryPerIP int
+	// MaxReplyMemory bounds the memory that the answers in progress on
+	// all the Protocol's referred connections hold together, whatever
+	// the number of providers and Connections (default
+	// transport.DefaultMaxMemory, 256 MiB, or twice MaxPayload when
+	// more): an answer over 4 KiB is charged its declared length from
+	// its header until its body is read. An answer that does not fit
+	// waits unread (reading its connection stops, the provider's writes
+	// wait in TCP) until answers in progress elsewhere end, so
+	// providers that declare large answers and stall in them hold at
+	// most this much of the consumer's memory until FrameTimeout cuts
+	// them; without it each referred connection could hold MaxPayload.
+	// Answers of up to 4 KiB never wait. A call that times out while its
+	// connection waits says so and names this option
+	// (Stats.ReplyThrottled counts the waits). While answers wait, one
+	// far behind the pace its FrameTimeout implies is cut
+	// (transport.ErrSlowFrame: its calls fail with status.ErrConnLost
+	// naming the provider; Stats.ReplyReclaimed). It is the consumer's
+	// own, never shared with MaxMemory's (a method that calls out would
+	// wait for memory its own call holds). See
+	// exchange.Options.ReplyBudget.
+	MaxReplyMemory int
 	// Attachments bounds the attachments of a request (on the provider)
 	// and of a response (on the consumer): count, key and value length,
 	// total bytes. Zero fields take DefaultMaxAttachments,
@@ -215,6 +237,7 @@ func DefaultOptions() Options {
 		FrameTimeout:   transport.DefaultFrameTimeout,
 		MaxQueue:       transport.DefaultMaxQueue,
 		MaxMemory:      transport.DefaultMaxMemory,
+		MaxReplyMemory: transport.DefaultMaxMemory,
 		// MaxMemoryPerIP stays 0: an eighth of MaxMemory.
 		Attachments:        serialize.DefaultMapLimits(),
 		MaxTimeout:         DefaultMaxTimeout,
@@ -245,6 +268,7 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: transport.DefaultMaxQueue},
 		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
 		optcheck.Field{Name: "MaxMemoryPerIP", Value: int64(o.MaxMemoryPerIP), Default: "the default, an eighth of MaxMemory"},
+		optcheck.Field{Name: "MaxReplyMemory", Value: int64(o.MaxReplyMemory), Default: "the default, 256 MiB or twice MaxPayload"},
 		optcheck.Field{Name: "Attachments.MaxEntries", Value: int64(o.Attachments.MaxEntries), Default: DefaultMaxAttachments},
 		optcheck.Field{Name: "Attachments.MaxKey", Value: int64(o.Attachments.MaxKey), Default: DefaultMaxAttachmentKey},
 		optcheck.Field{Name: "Attachments.MaxValue", Value: int64(o.Attachments.MaxValue), Default: DefaultMaxAttachmentValue},
@@ -254,7 +278,22 @@ func (o *Options) Validate() error {
 	); err != nil {
 		return err
 	}
-	return transport.MemoryFits("dubbo", o.MaxMemory, o.MaxPayload)
+	if err := transport.MemoryFits("dubbo", o.MaxMemory, o.MaxPayload); err != nil {
+		return err
+	}
+	return replyMemoryFits(o.MaxReplyMemory, o.MaxPayload)
+}
+
+// replyMemoryFits is MemoryFits for MaxReplyMemory.
+func replyMemoryFits(maxReply, maxPayload int) error {
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if maxReply > 0 && maxReply < maxPayload+exchange.HeaderSize {
+		return fmt.Errorf("dubbo: MaxReplyMemory %d is less than one answer of MaxPayload %d (and its %d-byte header): such an answer could never be read; raise MaxReplyMemory or lower MaxPayload",
+			maxReply, maxPayload, exchange.HeaderSize)
+	}
+	return nil
 }
 
 // withDefaults validates o and returns a copy with every zero field set
@@ -293,6 +332,7 @@ func (o *Options) withDefaults() (Options, error) {
 	setInt(&c.MaxQueue, d.MaxQueue)
 	setInt(&c.MaxMemory, (&transport.Options{MaxPayload: c.MaxPayload}).BudgetLimit())
 	setInt(&c.MaxMemoryPerIP, c.MaxMemory/8)
+	setInt(&c.MaxReplyMemory, (&transport.Options{MaxPayload: c.MaxPayload}).BudgetLimit())
 	setInt(&c.Attachments.MaxEntries, d.Attachments.MaxEntries)
 	setInt(&c.Attachments.MaxKey, d.Attachments.MaxKey)
 	setInt(&c.Attachments.MaxValue, d.Attachments.MaxValue)
@@ -347,6 +387,9 @@ type Protocol struct {
 	stats stats
 	// budget is the memory budget of every exported port (MaxMemory).
 	budget *transport.Budget
+	// replies is the budget of the answers in progress on every referred
+	// connection (MaxReplyMemory); never budget.
+	replies *transport.Budget
 
 	mu      sync.Mutex
 	servers map[string]*server // by requested host:port
@@ -371,7 +414,7 @@ func New(opts *Options) (*Protocol, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Protocol{opts: o, budget: transport.NewBudget(o.MaxMemory), servers: map[string]*server{}, pools: map[poolKey]*pool{}}, nil
+	return &Protocol{opts: o, budget: transport.NewBudget(o.MaxMemory), replies: transport.NewBudget(o.MaxReplyMemory), servers: map[string]*server{}, pools: map[poolKey]*pool{}}, nil
 }
 
 // Export serves inv on the host and port of inv.URL() (port 0 picks a new
@@ -533,6 +576,17 @@ type Stats struct {
 	// connection because the calls in progress from its consumer's IP
 	// address held Options.MaxMemoryPerIP.
 	ThrottledByIP uint64
+	// ReplyThrottled counts the times a referred connection stopped
+	// reading because the answers in progress held
+	// Options.MaxReplyMemory (the consumer's side of Throttled).
+	ReplyThrottled uint64
+	// ReplyMemoryHeld is what the answers in progress on the referred
+	// connections hold of Options.MaxReplyMemory now, in bytes.
+	ReplyMemoryHeld int
+	// ReplyReclaimed counts the referred connections closed to get
+	// memory back while answers waited for MaxReplyMemory: a provider
+	// far behind in sending an answer (transport.ErrSlowFrame).
+	ReplyReclaimed uint64
 	// FailedHandshakes counts connections to TLS ports closed because
 	// their TLS handshake failed: a consumer without TLS, without a
 	// certificate the client CA signed, or too slow (ports still open).
@@ -558,6 +612,9 @@ func (p *Protocol) Stats() Stats {
 		MemoryHeld:         p.budget.Used(),
 		Reclaimed:          p.budget.Reclaimed(),
 		ThrottledByIP:      p.budget.ThrottledByIP(),
+		ReplyThrottled:     p.replies.Throttled(),
+		ReplyMemoryHeld:    p.replies.Used(),
+		ReplyReclaimed:     p.replies.Reclaimed(),
 	}
 }
 
