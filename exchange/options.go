@@ -144,7 +144,8 @@ type Options struct {
 	// and requests are not charged. Its limit must hold a frame of
 	// MaxPayload. It must not be a budget a Server of the process charges
 	// (Budget, MaxMemory): a method that calls out while its request
-	// holds memory would wait for its own memory. Default nil: no bound
+	// holds memory would wait for its own memory (Dial refuses one, and
+	// a Server's Serve one that Dial charges). Default nil: no bound
 	// across connections (each one's is MaxPayload in progress).
 	ReplyBudget *transport.Budget
 	// Logger (default zap.NewNop()).

@@ -128,6 +128,10 @@ type Budget struct {
 	ipWaiting   atomic.Int32
 	ipThrottled atomic.Uint64
 
+	// role is what the budget was first used for (roleServer,
+	// roleDialed): a budget is never both (claim).
+	role atomic.Int32
+
 	// The reclaimer's state (reclaim.go).
 	cmu sync.Mutex
 	rc  reclaimer
@@ -465,6 +469,21 @@ func (b *Budget) leave(w *budgetWaiter) {
 }
 
 func (b *Budget) done() { b.waiters.Add(-1) }
+
+// A budget's roles: a Server's (its requests) or Dial's (the answers its
+// connections read).
+const (
+	roleServer int32 = 1 + iota
+	roleDialed
+)
+
+// claim records that b is used in role r, and reports whether it may be:
+// a budget is a Server's or Dial's, never both, since a handler that
+// calls out while its request holds memory of it would wait for its reply
+// to fit in memory its own request holds.
+func (b *Budget) claim(r int32) bool {
+	return b.role.CompareAndSwap(0, r) || b.role.Load() == r
+}
 
 // BudgetLimit returns the limit of the memory budget that a Server with
 // options o makes when o.Budget is nil: MaxMemory, or by default

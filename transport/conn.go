@@ -240,6 +240,9 @@ func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, er
 		return nil, err
 	}
 	o := opts.withDefaults()
+	if o.Budget != nil && !o.Budget.claim(roleDialed) {
+		return nil, errors.New("transport: Options.Budget is a Server's memory budget (its requests): Dial needs another for the answers its connections read (exchange.Options.ReplyBudget, dubbo.Options.MaxReplyMemory), else a handler that calls out while its request holds memory could wait for its own memory")
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

@@ -109,9 +109,10 @@ type Options struct {
 	// end, as on a Server (including the reclaimer, which closes a frame
 	// far behind its pace while others wait: ErrSlowFrame). Frames of up
 	// to 4 KiB and the frames sent are not charged, and there is no share
-	// per IP address (MaxMemoryPerIP). Never give Dial a budget a Server
-	// of the same process charges: a handler that calls out while its
-	// request holds memory could then wait for its own memory.
+	// per IP address (MaxMemoryPerIP). A budget is a Server's or Dial's,
+	// never both (Dial refuses a Server's, and Serve returns an error for
+	// one Dial charges): a handler that calls out while its request holds
+	// memory could then wait for its own memory.
 	Budget *Budget
 	// Logger receives connection events (default none).
 	Logger *zap.Logger

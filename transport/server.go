@@ -90,6 +90,9 @@ func NewServer(h Handler, opts *Options) *Server {
 	if s.budget == nil {
 		s.budget = NewBudget(budgetLimit(&s.opts))
 	}
+	if !s.budget.claim(roleServer) && s.invalid == nil {
+		s.invalid = errors.New("transport: Options.Budget is charged by connections Dial made (the answers they read): a Server needs another (or none: its own of MaxMemory), else a handler that calls out while its request holds memory could wait for its own memory")
+	}
 	if s.opts.MaxMemoryPerIP <= 0 {
 		s.opts.MaxMemoryPerIP = s.budget.Limit() / 8
 	}
