@@ -44,6 +44,9 @@ type Client struct {
 	// answered counts the calls answered since a request last went out
 	// (see prepare).
 	answered int
+	// The response in progress as expire last saw it (transport's
+	// Reading) and since when (clock): see stuckBehind.
+	stuckFrame, stuckGot, stuckSince int64
 
 	// The connection's reading role (transport's Detach and Resume),
 	// under mu: who holds it (role), the call whose caller reads when
@@ -508,7 +511,17 @@ func (c *Client) expire() {
 	if len(c.timed) > 0 && c.err == nil {
 		c.arm(c.timed[0].deadline)
 	}
+	var stuck error
+	if len(ended) > 0 {
+		stuck = c.stuckBehind(now, ended[0].d)
+	}
 	c.mu.Unlock()
+	if stuck != nil {
+		// Its pending calls fail now (the Closed handler), and the
+		// protocol above dials again, instead of queueing calls behind
+		// the frame until FrameTimeout.
+		c.conn.Abort(stuck)
+	}
 	for _, cl := range ended {
 		cl.err = timeoutError(cl.d, cl.fromCtx)
 		if waited {
@@ -516,6 +529,29 @@ func (c *Client) expire() {
 		}
 		cl.finish()
 	}
+}
+
+// stuckBehind is expire's look at the response in progress (a Client with
+// a ReplyBudget: transport watches the pace of its responses over 4 KiB)
+// when calls time out: when the same response got no byte between two
+// looks at least d apart (the timeout of a call that just ended), calls
+// are timing out behind a response that stopped, and it returns the
+// error to close the connection with. c.mu is held.
+func (c *Client) stuckBehind(now int64, d time.Duration) error {
+	if c.opts.ReplyBudget == nil || d <= 0 {
+		return nil
+	}
+	frame, got := c.conn.Reading()
+	if frame == 0 || frame != c.stuckFrame || got != c.stuckGot {
+		c.stuckFrame, c.stuckGot, c.stuckSince = frame, got, now
+		return nil
+	}
+	quiet := time.Duration(now - c.stuckSince)
+	if quiet < d {
+		return nil
+	}
+	return fmt.Errorf("%w: provider %s sent %d bytes of a response's body and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer)",
+		status.ErrConnLost, c.conn.RemoteAddr(), got, quiet.Round(time.Millisecond), c.opts.FrameTimeout)
 }
 
 // waitedError is err, a call's timeout while the connection waited for

@@ -304,6 +304,17 @@ func (c *Conn) paceStart(n int) {
 	c.rs.paced = true
 }
 
+// Reading reports the frame c is in the middle of reading, when its body
+// comes from the network and its pace is watched (a frame over 4 KiB on a
+// connection with a budget, a Server's or Dial's): a value that differs
+// for each such frame (0: none) and the body bytes that have arrived. Two
+// looks some time apart that see the same values saw nothing arrive
+// meanwhile: a client whose calls wait behind that frame may give up on
+// the connection sooner than FrameTimeout.
+func (c *Conn) Reading() (frame, arrived int64) {
+	return c.partAt.Load(), c.arrived.Load()
+}
+
 // paceEnd ends it, once the body is read or the read failed.
 func (c *Conn) paceEnd() {
 	c.partAt.Store(0)

@@ -275,3 +275,40 @@ func TestMaxReplyMemoryValidated(t *testing.T) {
 	_, err = dubbo.New(&dubbo.Options{MaxReplyMemory: -1})
 	require.ErrorContains(t, err, "MaxReplyMemory")
 }
+
+// TestCallsBehindStalledReplyRedial: a provider declares an 8 MiB reply,
+// sends its header and stalls. Calls to it time out behind that reply;
+// once it got no byte between two calls' timeouts, the connection is
+// closed (its calls fail with ErrConnLost naming the provider, saying
+// why) and dialled again, and calls are answered, long before
+// FrameTimeout (a minute here) would have ended it.
+func TestCallsBehindStalledReplyRedial(t *testing.T) {
+	ctx := testCtx(t)
+	u, accepted := stallingProvider(t) // 100 ms calls
+	cli := newProtocol(t, &dubbo.Options{FrameTimeout: testTimeout, Reconnect: 10 * time.Millisecond})
+	inv := refer(t, cli, u)
+	var lost error
+	timeouts := 0
+	for i := 0; lost == nil; i++ {
+		// Without the rule, FrameTimeout's minute: 600 calls of 100 ms.
+		require.Less(t, i, 100, "still open after %d calls (%d timed out)", i, timeouts)
+		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: new(string)})
+		var te *status.TimeoutError
+		switch {
+		case errors.As(err, &te):
+			timeouts++
+		case errors.Is(err, status.ErrConnLost):
+			lost = err
+		}
+	}
+	var got string
+	require.Eventually(t, func() bool {
+		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: &got})
+		return err == nil
+	}, testTimeout, time.Millisecond, "answered on the new connection")
+	require.Equal(t, "hi", got)
+	require.NotZero(t, timeouts)
+	require.Error(t, lost, "calls behind the stalled reply ended the connection")
+	require.ErrorContains(t, lost, "provider 127.0.0.1:"+strconv.Itoa(u.Port)+" sent 0 bytes of a response's body and nothing more for at least")
+	require.Equal(t, int32(2), accepted.Load())
+}
