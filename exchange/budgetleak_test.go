@@ -202,20 +202,26 @@ func TestBudgetGivenBackOnEveryPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10 rounds of every path")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// A minute for each round and for the end, not one for the whole
+	// run: at load 10 the run took 20-30 s.
+	phase := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	const limit = 4 << 20
 	e := newEcho()
 	// Every peer comes from 127.0.0.1: no bound per address.
 	s, addr := serve(t, e, &exchange.Options{MaxMemory: limit, MaxMemoryPerIP: limit, MaxPayload: 1 << 20})
 	b := s.Budget()
 	for round := range 10 {
-		budgetPaths(t, ctx, s, addr, e, round)
+		budgetPaths(t, phase(), s, addr, e, round)
 		if !assert.Eventually(t, func() bool { return b.Used() == 0 && s.Conns() == 0 }, hostileTimeout, time.Millisecond) {
 			t.Fatalf("round %d: budget used %d, %d connections", round, b.Used(), s.Conns())
 		}
 	}
 	t.Logf("10 rounds: budget back to 0 after each; connections throttled %d times", s.Throttled())
+	ctx := phase()
 	c := dial(t, addr, nil)
 	require.NoError(t, echoes(ctx, c, strings.Repeat("w", 1<<20-64)), "a call of almost MaxPayload")
 	require.NoError(t, c.Close())
