@@ -140,8 +140,11 @@ type Options struct {
 	// out while its connection waits says so, and names the limit. While
 	// responses wait, a response far behind the pace its FrameTimeout
 	// implies is cut (transport.ErrSlowFrame, its calls fail with
-	// status.ErrConnLost naming the provider). Responses of up to 4 KiB
-	// and requests are not charged. Its limit must hold a frame of
+	// status.ErrConnLost naming the provider). And calls that time out
+	// behind a response in progress that got no byte between two of
+	// their timeouts close the connection (status.ErrConnLost naming the
+	// provider) rather than wait for FrameTimeout. Responses of up to
+	// 4 KiB and requests are not charged. Its limit must hold a frame of
 	// MaxPayload. It must not be a budget a Server of the process charges
 	// (Budget, MaxMemory): a method that calls out while its request
 	// holds memory would wait for its own memory (Dial refuses one, and

@@ -189,7 +189,10 @@ type Options struct {
 	// (Stats.ReplyThrottled counts the waits). While answers wait, one
 	// far behind the pace its FrameTimeout implies is cut
 	// (transport.ErrSlowFrame: its calls fail with status.ErrConnLost
-	// naming the provider; Stats.ReplyReclaimed). It is the consumer's
+	// naming the provider; Stats.ReplyReclaimed). Calls that time out
+	// behind an answer over 4 KiB that got no byte between two of their
+	// timeouts close its connection the same way, and it is dialled again
+	// (one stream: they would wait for FrameTimeout). It is the consumer's
 	// own, never shared with MaxMemory's (a method that calls out would
 	// wait for memory its own call holds). See
 	// exchange.Options.ReplyBudget.
