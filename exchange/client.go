@@ -534,20 +534,23 @@ func (c *Client) expire() {
 // stuckBehind is expire's look at the response in progress (a Client with
 // a ReplyBudget: transport watches the pace of its responses over 4 KiB)
 // when calls time out: when the same response got no byte between two
-// looks at least d apart (the timeout of a call that just ended), calls
-// are timing out behind a response that stopped, and it returns the
-// error to close the connection with. c.mu is held.
+// looks at least max(d, FrameTimeout/10) apart (d: the timeout of a call
+// that just ended), calls are timing out behind a response that stopped,
+// and it returns the error to close the connection with. The floor keeps
+// a short call timeout from cutting an honest response over one lost
+// packet's retransmission; bytes waiting unread in the socket count as
+// come (this process is late, not the provider). c.mu is held.
 func (c *Client) stuckBehind(now int64, d time.Duration) error {
 	if c.opts.ReplyBudget == nil || d <= 0 {
 		return nil
 	}
-	frame, got := c.conn.Reading()
-	if frame == 0 || frame != c.stuckFrame || got != c.stuckGot {
+	frame, got, unread := c.conn.Reading()
+	if frame == 0 || frame != c.stuckFrame || got != c.stuckGot || unread > 0 {
 		c.stuckFrame, c.stuckGot, c.stuckSince = frame, got, now
 		return nil
 	}
 	quiet := time.Duration(now - c.stuckSince)
-	if quiet < d {
+	if quiet < max(d, c.opts.FrameTimeout/10) {
 		return nil
 	}
 	return fmt.Errorf("%w: provider %s sent %d bytes of a response's body and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer)",

@@ -142,8 +142,9 @@ type Options struct {
 	// implies is cut (transport.ErrSlowFrame, its calls fail with
 	// status.ErrConnLost naming the provider). And calls that time out
 	// behind a response in progress that got no byte between two of
-	// their timeouts close the connection (status.ErrConnLost naming the
-	// provider) rather than wait for FrameTimeout. Responses of up to
+	// their timeouts, and for at least a tenth of FrameTimeout, close the
+	// connection (status.ErrConnLost naming the provider) rather than
+	// wait for FrameTimeout. Responses of up to
 	// 4 KiB and requests are not charged. Its limit must hold a frame of
 	// MaxPayload. It must not be a budget a Server of the process charges
 	// (Budget, MaxMemory): a method that calls out while its request

@@ -307,12 +307,19 @@ func (c *Conn) paceStart(n int) {
 // Reading reports the frame c is in the middle of reading, when its body
 // comes from the network and its pace is watched (a frame over 4 KiB on a
 // connection with a budget, a Server's or Dial's): a value that differs
-// for each such frame (0: none) and the body bytes that have arrived. Two
-// looks some time apart that see the same values saw nothing arrive
-// meanwhile: a client whose calls wait behind that frame may give up on
-// the connection sooner than FrameTimeout.
-func (c *Conn) Reading() (frame, arrived int64) {
-	return c.partAt.Load(), c.arrived.Load()
+// for each such frame (0: none), the body bytes read so far, and the
+// bytes waiting in the socket's receive buffer that c has not read yet
+// (Linux; 0 elsewhere). Two looks some time apart that see the same frame
+// and arrived, and nothing unread, saw nothing come meanwhile: a client
+// whose calls wait behind that frame may give up on the connection sooner
+// than FrameTimeout. Unread bytes mean the peer did send and this process
+// has not read them yet (its reader was not scheduled): not a stall.
+func (c *Conn) Reading() (frame, arrived int64, unread int) {
+	frame, arrived = c.partAt.Load(), c.arrived.Load()
+	if frame != 0 {
+		unread = socketUnread(c.nc)
+	}
+	return frame, arrived, unread
 }
 
 // paceEnd ends it, once the body is read or the read failed.

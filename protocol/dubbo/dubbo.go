@@ -191,7 +191,8 @@ type Options struct {
 	// (transport.ErrSlowFrame: its calls fail with status.ErrConnLost
 	// naming the provider; Stats.ReplyReclaimed). Calls that time out
 	// behind an answer over 4 KiB that got no byte between two of their
-	// timeouts close its connection the same way, and it is dialled again
+	// timeouts, and for at least a tenth of FrameTimeout, close its
+	// connection the same way, and it is dialled again
 	// (one stream: they would wait for FrameTimeout). It is the consumer's
 	// own, never shared with MaxMemory's (a method that calls out would
 	// wait for memory its own call holds). See

@@ -285,12 +285,13 @@ func TestMaxReplyMemoryValidated(t *testing.T) {
 func TestCallsBehindStalledReplyRedial(t *testing.T) {
 	ctx := testCtx(t)
 	u, accepted := stallingProvider(t) // 100 ms calls
-	cli := newProtocol(t, &dubbo.Options{FrameTimeout: testTimeout, Reconnect: 10 * time.Millisecond})
+	// The rule needs a tenth of FrameTimeout without a byte: 1 s here.
+	cli := newProtocol(t, &dubbo.Options{FrameTimeout: 10 * time.Second, Reconnect: 10 * time.Millisecond})
 	inv := refer(t, cli, u)
 	var lost error
 	timeouts := 0
 	for i := 0; lost == nil; i++ {
-		// Without the rule, FrameTimeout's minute: 600 calls of 100 ms.
+		// Without the rule, FrameTimeout's 10 s: 100 calls of 100 ms.
 		require.Less(t, i, 100, "still open after %d calls (%d timed out)", i, timeouts)
 		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: new(string)})
 		var te *status.TimeoutError
@@ -311,4 +312,28 @@ func TestCallsBehindStalledReplyRedial(t *testing.T) {
 	require.Error(t, lost, "calls behind the stalled reply ended the connection")
 	require.ErrorContains(t, lost, "provider 127.0.0.1:"+strconv.Itoa(u.Port)+" sent 0 bytes of a response's body and nothing more for at least")
 	require.Equal(t, int32(2), accepted.Load())
+}
+
+// TestShortTimeoutsDoNotCutAReplySooner: calls of 100 ms time out behind a
+// reply that stopped, but the connection is closed for it only after a
+// tenth of FrameTimeout (6 s here) without a byte, not after two of the
+// calls' timeouts: a short call timeout must not cut an honest reply
+// held up by one retransmission. For a second of calls the connection
+// stays open and every call ends by its own timeout.
+func TestShortTimeoutsDoNotCutAReplySooner(t *testing.T) {
+	ctx := testCtx(t)
+	u, accepted := stallingProvider(t) // 100 ms calls
+	cli := newProtocol(t, &dubbo.Options{FrameTimeout: testTimeout, Reconnect: 10 * time.Millisecond})
+	inv := refer(t, cli, u)
+	start := time.Now()
+	calls := 0
+	for time.Since(start) < time.Second {
+		require.Less(t, calls, 50, "calls ended sooner than their 100 ms timeout")
+		calls++
+		_, err := inv.Invoke(ctx, &protocol.Invocation{Method: "SayHello", Args: []any{"x"}, Reply: new(string)})
+		var te *status.TimeoutError
+		require.True(t, errors.As(err, &te), "call %d: want its own timeout, got %v", calls, err)
+	}
+	require.GreaterOrEqual(t, calls, 3)
+	require.Equal(t, int32(1), accepted.Load(), "the connection was not closed")
 }
