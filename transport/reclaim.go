@@ -228,7 +228,7 @@ func (b *Budget) stalled(c *Conn, now, since int64) {
 		return
 	}
 	b.reclaimConn(c, "memory budget used up: closing a stalled frame", fmt.Errorf(
-		"%w: %s sent %d bytes of a %d-byte body and nothing more for %v (FrameTimeout %v), while other frames waited for the memory its budget bounds (limit %d bytes)",
+		"%w: %s sent %d bytes of a %d-byte body and nothing more for %v (FrameTimeout %v), while other frames waited for the memory its budget bounds (limit %d bytes: the answers in progress of this process's connections, dubbo.Options.MaxReplyMemory or exchange.Options.ReplyBudget; raise it if such peers are honest but slow)",
 		ErrSlowFrame, c.nc.RemoteAddr(), got, c.partSize.Load(), quiet.Round(time.Millisecond), c.opts.FrameTimeout, b.limit))
 }
 

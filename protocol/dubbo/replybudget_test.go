@@ -212,6 +212,7 @@ func TestReplyMemoryBoundsStalledProviders(t *testing.T) {
 		require.ErrorIs(t, err, status.ErrConnLost, "stalled call %d", i)
 		require.ErrorIs(t, err, transport.ErrSlowFrame, "stalled call %d", i)
 		require.ErrorContains(t, err, addr+" sent 8388607 bytes of a 8388608-byte body and nothing more for")
+		require.ErrorContains(t, err, "dubbo.Options.MaxReplyMemory", "the cut says which option bounds it")
 	}
 	require.GreaterOrEqual(t, cut, fit, "the first replies in progress were cut while others waited: %v", errs)
 	// (A call may time out first and its reply be cut after.)
