@@ -36,7 +36,12 @@ func TestNestedCallPassesReservation(t *testing.T) {
 		switch len(req.Body) {
 		case outer:
 			entered <- struct{}{}
-			<-proceed
+			select {
+			case <-proceed:
+			case <-ctx.Done():
+				f.Release()
+				return nil, ctx.Err()
+			}
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			got, err := call(cctx, self, strings.Repeat("n", inner))
