@@ -98,7 +98,8 @@ func scriptedStaller(t *testing.T, size int) (addr string, finish chan struct{})
 // unread: its error says so, naming the provider and the limit. The next
 // reader charges that response again (its header was read already) once
 // there is room, and reads on: the response is counted late, the next
-// call is answered, and the budget is empty.
+// call is answered, and the budget is empty. A reader that takes up the
+// wait and leaves it at its deadline too does not count it again.
 func TestReadingCallStopsWaitingForReplyBudget(t *testing.T) {
 	const size = 1 << 20
 	budget := transport.NewBudget(size + exchange.HeaderSize) // one response in progress
@@ -135,6 +136,16 @@ func TestReadingCallStopsWaitingForReplyBudget(t *testing.T) {
 	require.Equal(t, uint64(1), budget.Throttled())
 	require.Equal(t, size+exchange.HeaderSize, budget.Used(), "B's response is not charged")
 
+	// The next reader takes up the same wait and leaves it at its own
+	// deadline: still one wait (one response) in Throttled.
+	_, err = b.Call(ctx, time.Second, 27, request("again"))
+	require.ErrorAs(t, err, &te)
+	require.ErrorContains(t, err, "ReplyBudget's limit, dubbo.Options.MaxReplyMemory")
+	require.Equal(t, uint64(2), b.Led())
+	require.Equal(t, uint64(2), b.Stops(), "its deadline stopped its reading")
+	require.Equal(t, uint64(1), budget.Throttled(), "one response's wait, taken up again by the next reader")
+	require.Equal(t, size+exchange.HeaderSize, budget.Used(), "B's response is not charged")
+
 	// A's response ends: B's is charged and read by the next reader.
 	close(finishA)
 	require.NoError(t, <-aDone)
@@ -142,7 +153,7 @@ func TestReadingCallStopsWaitingForReplyBudget(t *testing.T) {
 	got, err := call(ctx, b, "next")
 	require.NoError(t, err)
 	require.Equal(t, "next", got)
-	require.Equal(t, uint64(1), b.Late(), "the response of the call that timed out")
+	require.Equal(t, uint64(2), b.Late(), "the responses of the calls that timed out")
 	require.Zero(t, budget.Used())
 	require.NoError(t, b.Err())
 }

@@ -543,6 +543,9 @@ func (c *Conn) budgetFrame(n int, inflight int64) (*Buffer, error) {
 	b := c.budget
 	total := HeaderSize + n
 	first := HeaderSize + min(n, readStep)
+	// A wait an Interrupt stopped, for this very frame, counted already.
+	again := c.rs.rewait
+	c.rs.rewait = false
 	if int64(total) > b.limit {
 		return nil, fmt.Errorf("%w: body of %d bytes, more than the memory budget of %d bytes", ErrFrameTooLarge, n, b.limit)
 	}
@@ -578,7 +581,7 @@ func (c *Conn) budgetFrame(n int, inflight int64) (*Buffer, error) {
 		c.owe(f, total)
 		return f, nil
 	}
-	return c.budgetWait(n, total, first, inflight, room)
+	return c.budgetWait(n, total, first, inflight, room, again)
 }
 
 // smallBuffer returns a buffer for a frame of up to 4 KiB with room for
@@ -602,7 +605,9 @@ func (c *Conn) owe(f *Buffer, n int) {
 // budgetWait is budgetFrame's slow path: the budget is used up. The
 // connection waits in the budget's queue until a release charges its
 // frame for it, or (a small frame) until it holds nothing, or it closes.
-func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, error) {
+// again: the same frame's wait, taken up after an Interrupt stopped it,
+// counted already.
+func (c *Conn) budgetWait(n, total, first int, inflight, room int64, again bool) (*Buffer, error) {
 	b, w := c.budget, &c.bw
 	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
@@ -678,9 +683,11 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 			// hold memory of the budget themselves.
 			c.flushLater()
 			counted = true
-			b.throttled.Add(1)
-			if c.throttles != nil {
-				c.throttles.Add(1)
+			if !again {
+				b.throttled.Add(1)
+				if c.throttles != nil {
+					c.throttles.Add(1)
+				}
 			}
 			c.waiting.Store(true)
 			b.arm()
@@ -698,7 +705,7 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64) (*Buffer, e
 				granted := w.granted
 				b.mu.Unlock()
 				if !granted {
-					c.rs.hdrN = HeaderSize
+					c.rs.hdrN, c.rs.rewait = HeaderSize, true
 					c.rs.frameEnd = time.Now().Add(c.opts.FrameTimeout)
 					return nil, c.interrupted()
 				}

@@ -706,6 +706,10 @@ type readState struct {
 	// or its header and the body bytes read so far in part.
 	hdrN int
 	part *Buffer
+	// rewait: that frame's wait for budget room was counted (Throttled)
+	// before Interrupt stopped it; the next holder's wait for the same
+	// frame is not counted again.
+	rewait bool
 	// later: SendLater queued frames that flushLater has not looked at;
 	// spare is flushLater's reused slice. laterN counts those frames,
 	// and split is set once SendLater wrote within the current read
