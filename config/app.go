@@ -257,9 +257,11 @@ func New(c *Config, opts ...Option) (*Application, error) {
 		serializations: sers.Names(),
 		filters:        a.named.Names(),
 		routers:        a.routers.Names(),
+		dubbo:          &a.dubbo,
 	}); err != nil {
 		return nil, err
 	}
+	a.dubbo.opts = a.cfg.dubboLimits(a.dubbo.opts)
 	if a.log == nil {
 		a.log = a.cfg.Logging.newLogger(nil)
 	}

@@ -198,6 +198,37 @@ type ProtocolConfig struct {
 	// TLS, when set, makes the port speak TLS (mutual TLS with a client
 	// CA); see ServerTLSConfig.
 	TLS *ServerTLSConfig `yaml:"tls"`
+
+	// The keys below are limits of the dubbo protocol (the fields of
+	// dubbo.Options of the same names), for an entry whose name is dubbo
+	// only. The application makes one dubbo protocol for all its dubbo
+	// entries, so a limit set in one entry applies to all their ports
+	// and to every reference's connections; entries that both set one
+	// must give the same value. A limit set here wins over the one of
+	// WithProtocolOptions; 0 or unset keeps that one, else the default.
+
+	// MaxMemory bounds, in bytes, what the calls read and the answers not
+	// yet written of all the dubbo ports hold together: one budget they
+	// share (default 256 MiB, or twice max_payload when more). At least
+	// max_payload plus the 16-byte frame header.
+	MaxMemory int `yaml:"max_memory"`
+	// MaxMemoryPerIP bounds, in bytes, what the calls in progress from
+	// the consumers at one IP address hold of max_memory (default an
+	// eighth of max_memory; max_memory or more: no such bound).
+	MaxMemoryPerIP int `yaml:"max_memory_per_ip"`
+	// MaxReplyMemory bounds, in bytes, what the answers in progress on
+	// all the application's referred connections hold together (the
+	// consumer's budget; default 256 MiB, or twice max_payload when
+	// more). At least max_payload plus the 16-byte frame header.
+	MaxReplyMemory int `yaml:"max_reply_memory"`
+	// FrameTimeout bounds the time from a frame's first byte to its last
+	// on every connection, both sides (default 5s): a peer that starts a
+	// frame and stalls is cut off.
+	FrameTimeout time.Duration `yaml:"frame_timeout"`
+	// MaxPayload bounds every frame body, in bytes, in both directions
+	// (default 8 MiB): a larger request fails before it is sent, a larger
+	// answer reaches the caller as status.ErrPayloadTooLarge.
+	MaxPayload int `yaml:"max_payload"`
 }
 
 // ServiceConfig is one provided service.
@@ -428,6 +459,9 @@ func (c *Config) Validate() error {
 // any name.
 type known struct {
 	loadBalances, clusters, registries, protocols, serializations, filters, routers []string
+	// dubbo holds the dubbo protocol's options given in Go, which the
+	// limits of the protocols entries are checked against (nil: none).
+	dubbo *dubboSettings
 }
 
 func (c *Config) validate(k known) error {
@@ -521,6 +555,7 @@ func (c *Config) validate(k known) error {
 		}
 		c.Protocols[id] = p
 	}
+	errs = append(errs, c.checkDubboLimits(k.dubbo)...)
 	checkFilters := func(key string, names []string) {
 		for _, n := range names {
 			switch {
