@@ -561,7 +561,7 @@ func (c *Client) stuckBehind(now int64, d time.Duration) error {
 // room in the ReplyBudget, saying so: responses are not read meanwhile.
 func (c *Client) waitedError(err error) error {
 	b := c.opts.ReplyBudget
-	return &waitedError{err, fmt.Sprintf("; its response waited unread behind a response from provider %s that did not fit the consumer's memory for responses in progress (%d of %d bytes held: ReplyBudget's limit, dubbo.Options.MaxReplyMemory; raise it if the providers are honest)",
+	return &waitedError{err, fmt.Sprintf("; its response was not read: the connection to provider %s stopped reading because the responses in progress across the consumer held its memory for them (%d of %d bytes held: ReplyBudget's limit, dubbo.Options.MaxReplyMemory; raise it if the providers are honest)",
 		c.conn.RemoteAddr(), b.Used(), b.Limit())}
 }
 

@@ -129,7 +129,7 @@ func TestReadingCallStopsWaitingForReplyBudget(t *testing.T) {
 	_, err := b.Call(ctx, time.Second, 27, request("stall"))
 	var te *status.TimeoutError
 	require.ErrorAs(t, err, &te)
-	require.ErrorContains(t, err, "its response waited unread behind a response from provider "+addrB)
+	require.ErrorContains(t, err, "its response was not read: the connection to provider "+addrB+" stopped reading because the responses in progress across the consumer held")
 	require.ErrorContains(t, err, "ReplyBudget's limit, dubbo.Options.MaxReplyMemory")
 	require.Equal(t, uint64(1), b.Led())
 	require.Equal(t, uint64(1), b.Stops(), "its deadline stopped its reading")

@@ -257,7 +257,7 @@ func TestReplyWaitNamesMaxReplyMemory(t *testing.T) {
 		require.True(t, strings.HasPrefix(err.Error(), "demo.Greeter.SayHello timed out after 500ms on the consumer calling "+addr), err.Error())
 		if strings.Contains(err.Error(), "dubbo.Options.MaxReplyMemory") {
 			waited++
-			require.ErrorContains(t, err, "waited unread behind a response from provider "+addr)
+			require.ErrorContains(t, err, "its response was not read: the connection to provider "+addr+" stopped reading because the responses in progress across the consumer held")
 		}
 	}
 	require.Equal(t, 2, waited, "%v", errs)
