@@ -2,11 +2,9 @@ package transport_test
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,42 +18,10 @@ import (
 
 // attack runs 8 connections from each of ips to addr that send a header
 // declaring an 8 MiB frame and nothing more, and reconnect to do it
-// again each time the server closes them (at most 200 times each), until
+// again each time the server closes them (stall: at most 400 times each), until
 // stop is closed.
 func attack(addr string, ips []string, stop chan struct{}) (wait func()) {
-	var wg sync.WaitGroup
-	hdr := header(7, 8<<20-transport.HeaderSize)
-	for _, ip := range ips {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
-		for range 8 {
-			wg.Go(func() {
-				for range 200 {
-					c, err := d.Dial("tcp", addr)
-					if err != nil {
-						return
-					}
-					done := make(chan struct{})
-					go func() {
-						select {
-						case <-stop:
-						case <-done:
-						}
-						c.Close()
-					}()
-					if _, err := c.Write(hdr); err == nil {
-						_, _ = io.Copy(io.Discard, c) // until the server closes it
-					}
-					close(done)
-					select {
-					case <-stop:
-						return
-					default:
-					}
-				}
-			})
-		}
-	}
-	return wg.Wait
+	return stall(addr, ips, 8, 8<<20, stop)
 }
 
 // TestPerIPBoundsReconnectingAttackers: 32 connections from four
