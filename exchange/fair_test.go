@@ -471,16 +471,10 @@ func TestRequestsReadTogetherPassABlockedOne(t *testing.T) {
 
 	r := bufio.NewReader(conn)
 	answer := func() (uint64, string) {
-		var hdr [exchange.HeaderSize]byte
-		_, err := io.ReadFull(r, hdr[:])
-		require.NoError(t, err)
-		h, err := exchange.ParseHeader(hdr[:])
+		h, body, err := readFrame(r)
 		require.NoError(t, err)
 		require.False(t, h.Request)
 		require.Equal(t, status.OK, h.Status)
-		body := make([]byte, h.Length)
-		_, err = io.ReadFull(r, body)
-		require.NoError(t, err)
 		return h.ID, string(body)
 	}
 	seen := map[uint64]bool{}

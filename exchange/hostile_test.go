@@ -169,16 +169,8 @@ func forger(t *testing.T) string {
 			return append(b, body...)
 		}
 		for {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-				return
-			}
-			h, err := exchange.ParseHeader(hdr[:])
+			h, body, err := readFrame(nc)
 			if err != nil {
-				return
-			}
-			body := make([]byte, h.Length)
-			if _, err := io.ReadFull(nc, body); err != nil {
 				return
 			}
 			if h.Event {
@@ -289,4 +281,22 @@ func TestCloseEndsWithHostilePeers(t *testing.T) {
 	require.Zero(t, s.Conns())
 	flood.Close()
 	<-flooding
+}
+
+// readFrame reads one frame from r, as a fake peer of a test does: its
+// header and its body.
+func readFrame(r io.Reader) (exchange.Header, []byte, error) {
+	var hdr [exchange.HeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return exchange.Header{}, nil, err
+	}
+	h, err := exchange.ParseHeader(hdr[:])
+	if err != nil {
+		return exchange.Header{}, nil, err
+	}
+	body := make([]byte, h.Length)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return exchange.Header{}, nil, err
+	}
+	return h, body, nil
 }

@@ -1,7 +1,6 @@
 package exchange_test
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -39,18 +38,11 @@ func scriptedStaller(t *testing.T, size int) (addr string, finish chan struct{})
 	serve := func(nc net.Conn) {
 		defer nc.Close()
 		for n := 0; ; {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-				return
-			}
-			h, err := exchange.ParseHeader(hdr[:])
+			h, body, err := readFrame(nc)
 			if err != nil {
 				return
 			}
-			body := make([]byte, h.Length)
-			if _, err := io.ReadFull(nc, body); err != nil {
-				return
-			}
+			var hdr [exchange.HeaderSize]byte
 			if h.Event {
 				continue
 			}
