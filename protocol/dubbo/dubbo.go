@@ -409,6 +409,23 @@ type Protocol struct {
 // calls still queued.
 func (p *Protocol) Abandoned() uint64 { return p.abandoned.Load() }
 
+// Options returns the options p runs with: those given to New with every
+// zero field set to its default, so MaxMemory, MaxMemoryPerIP,
+// MaxReplyMemory, FrameTimeout, MaxPayload and the rest are the values
+// in force (a TLS MinVersion below 1.2 reads as raised). The result is a
+// copy: changing it changes nothing in p (its ServerTLS and ClientTLS are
+// clones; Serializers and Logger are the ones p uses).
+func (p *Protocol) Options() Options {
+	o := p.opts
+	if o.ServerTLS != nil {
+		o.ServerTLS = o.ServerTLS.Clone()
+	}
+	if o.ClientTLS != nil {
+		o.ClientTLS = o.ClientTLS.Clone()
+	}
+	return o
+}
+
 var _ protocol.Protocol = (*Protocol)(nil)
 
 // New returns a Protocol; opts may be nil. An invalid option is an error

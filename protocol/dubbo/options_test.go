@@ -1,6 +1,7 @@
 package dubbo_test
 
 import (
+	"crypto/tls"
 	"testing"
 	"time"
 
@@ -73,4 +74,56 @@ func TestDefaultOptionsReferLowerLayers(t *testing.T) {
 	require.Equal(t, ed.MaxMemoryPerIP, d.MaxMemoryPerIP)
 	require.NotNil(t, d.Serializers)
 	require.Equal(t, serialize.Builtin().Names(), d.Serializers.Names())
+}
+
+// TestProtocolOptionsInForce: Protocol.Options reports the options given
+// to New with every zero field set to its default, and is a copy.
+func TestProtocolOptionsInForce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   *dubbo.Options
+		want dubbo.Options // the limits only
+	}{
+		{"nil", nil, dubbo.Options{MaxMemory: 256 << 20, MaxMemoryPerIP: 32 << 20, MaxReplyMemory: 256 << 20, FrameTimeout: 5 * time.Second, MaxPayload: 8 << 20}},
+		{"memory given", &dubbo.Options{MaxMemory: 64 << 20, FrameTimeout: 2 * time.Second},
+			dubbo.Options{MaxMemory: 64 << 20, MaxMemoryPerIP: 8 << 20, MaxReplyMemory: 256 << 20, FrameTimeout: 2 * time.Second, MaxPayload: 8 << 20}},
+		// Twice a large MaxPayload (and its header) when more than 256 MiB.
+		{"large payload", &dubbo.Options{MaxPayload: 200 << 20, MaxMemoryPerIP: 1 << 20},
+			dubbo.Options{MaxMemory: 2 * (200<<20 + 16), MaxMemoryPerIP: 1 << 20, MaxReplyMemory: 2 * (200<<20 + 16), FrameTimeout: 5 * time.Second, MaxPayload: 200 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := dubbo.New(tc.in)
+			require.NoError(t, err)
+			defer p.Close()
+			got := p.Options()
+			require.Equal(t, tc.want.MaxMemory, got.MaxMemory)
+			require.Equal(t, tc.want.MaxMemoryPerIP, got.MaxMemoryPerIP)
+			require.Equal(t, tc.want.MaxReplyMemory, got.MaxReplyMemory)
+			require.Equal(t, tc.want.FrameTimeout, got.FrameTimeout)
+			require.Equal(t, tc.want.MaxPayload, got.MaxPayload)
+			d := dubbo.DefaultOptions()
+			require.Equal(t, d.Connections, got.Connections)
+			require.Equal(t, d.Heartbeat, got.Heartbeat)
+			require.Equal(t, 3*d.Heartbeat, got.IdleTimeout)
+			require.Equal(t, d.Attachments, got.Attachments)
+			require.NotNil(t, got.Serializers)
+			require.NotNil(t, got.Logger)
+		})
+	}
+}
+
+// TestProtocolOptionsIsACopy: changing what Options returned, its TLS
+// configurations included, changes nothing in the Protocol.
+func TestProtocolOptionsIsACopy(t *testing.T) {
+	p, err := dubbo.New(&dubbo.Options{ClientTLS: &tls.Config{ServerName: "a", MinVersion: tls.VersionTLS10}})
+	require.NoError(t, err)
+	defer p.Close()
+	o := p.Options()
+	require.Equal(t, uint16(tls.VersionTLS12), o.ClientTLS.MinVersion, "as in force: raised to TLS 1.2")
+	require.Nil(t, o.ServerTLS)
+	o.MaxMemory = 1
+	o.ClientTLS.ServerName = "b"
+	again := p.Options()
+	require.Equal(t, 256<<20, again.MaxMemory)
+	require.Equal(t, "a", again.ClientTLS.ServerName)
 }
