@@ -12,16 +12,16 @@ import (
 )
 
 // TestDubboLimitsFromYAML: the dubbo limits of a protocols entry are the
-// options the application makes its dubbo protocol with (newDubbo copies
-// a.dubbo.opts), each over the same field of WithProtocolOptions, which
-// keeps the fields the YAML leaves unset.
+// limits the application's dubbo protocol runs with (dubbo.Protocol.Options,
+// defaults filled in), each over the same field of WithProtocolOptions,
+// which keeps the fields the YAML leaves unset.
 func TestDubboLimitsFromYAML(t *testing.T) {
 	given := dubbo.Options{MaxMemory: 1 << 30, MaxPayload: 1 << 20, Connections: 3, FrameTimeout: 9 * time.Second}
 	for _, tc := range []struct {
 		yaml string
 		want dubbo.Options
 	}{
-		{`protocols: {dubbo: {port: 0}}`, given},
+		{`protocols: {dubbo: {port: 0}}`, dubbo.Options{MaxMemory: 1 << 30, MaxMemoryPerIP: 128 << 20, MaxReplyMemory: 256 << 20, FrameTimeout: 9 * time.Second, MaxPayload: 1 << 20, Connections: 3}},
 		{`protocols:
   dubbo:
     max_memory: 67108864
@@ -35,13 +35,15 @@ func TestDubboLimitsFromYAML(t *testing.T) {
 		{`protocols:
   a: {max_memory: 67108864, frame_timeout: 3s}
   b: {name: dubbo, max_memory: 67108864}
-`, dubbo.Options{MaxMemory: 64 << 20, FrameTimeout: 3 * time.Second, MaxPayload: 1 << 20, Connections: 3}},
+`, dubbo.Options{MaxMemory: 64 << 20, MaxMemoryPerIP: 8 << 20, MaxReplyMemory: 256 << 20, FrameTimeout: 3 * time.Second, MaxPayload: 1 << 20, Connections: 3}},
 	} {
 		c, err := Parse(strings.NewReader(tc.yaml))
 		require.NoError(t, err, tc.yaml)
 		app, err := New(c, WithProtocolOptions(given))
 		require.NoError(t, err, tc.yaml)
-		got := app.dubbo.opts
+		p, err := app.protos.get(dubbo.Name)
+		require.NoError(t, err, tc.yaml)
+		got := p.(dubboProtocol).Options()
 		require.Equal(t, tc.want.MaxMemory, got.MaxMemory, tc.yaml)
 		require.Equal(t, tc.want.MaxMemoryPerIP, got.MaxMemoryPerIP, tc.yaml)
 		require.Equal(t, tc.want.MaxReplyMemory, got.MaxReplyMemory, tc.yaml)
