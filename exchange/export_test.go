@@ -118,3 +118,31 @@ func (c *Client) Parked() bool {
 	defer c.mu.Unlock()
 	return c.parked
 }
+
+// HoldStandbyReads makes the standby goroutines of every client wait,
+// each time one is about to read its connection, until release is
+// called (or t ends); held gets a report as each begins to wait. Call it
+// after the clients it is for are dialled, so that its cleanup (release)
+// comes before their Close.
+func HoldStandbyReads(t testing.TB) (held <-chan struct{}, release func()) {
+	ch := make(chan struct{}, 16)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	h := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		<-gate
+	}
+	testHookStandbyReads.Store(&h)
+	t.Cleanup(func() {
+		testHookStandbyReads.Store(nil)
+		release()
+	})
+	return ch, release
+}
+
+// Reading is the transport's Conn.Reading of c's connection.
+func (c *Client) Reading() (frame, arrived int64, unread int) { return c.conn.Reading() }

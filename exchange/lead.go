@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -290,6 +291,9 @@ func (c *Client) standbyLoop() {
 			armed = false
 		}
 		idle, tick = 0, standbyTick
+		if h := testHookStandbyReads.Load(); h != nil {
+			(*h)()
+		}
 		for {
 			if !c.conn.Resume() {
 				return // Closed ran: the role ended
@@ -304,3 +308,8 @@ func (c *Client) standbyLoop() {
 		c.wakeStandby() // look at the role again: arm the timer
 	}
 }
+
+// testHookStandbyReads, when set (tests), runs in the standby goroutine
+// each time it is about to read the connection (the role handed to it or
+// taken).
+var testHookStandbyReads atomic.Pointer[func()]

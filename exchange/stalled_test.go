@@ -1,0 +1,166 @@
+package exchange_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/status"
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// partialProvider is a provider on 127.0.0.1 that answers the first
+// request of a connection with an echo, the second with the header of a
+// size-byte response and the first part bytes of its body, and the rest
+// of that body once rest is closed (restSent is closed once it is
+// written); it echoes the later requests after that.
+func partialProvider(t *testing.T, size, part int) (addr string, rest, restSent chan struct{}) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	rest, restSent = make(chan struct{}), make(chan struct{})
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		close(quit)
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	serve := func(nc net.Conn) {
+		defer nc.Close()
+		for n := 0; ; {
+			h, body, err := readFrame(nc)
+			if err != nil {
+				return
+			}
+			if h.Event {
+				continue
+			}
+			var hdr [exchange.HeaderSize]byte
+			if n++; n != 2 {
+				out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: h.Length}
+				out.Put(hdr[:])
+				if _, err := nc.Write(append(hdr[:], body...)); err != nil {
+					return
+				}
+				continue
+			}
+			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(size)}
+			out.Put(hdr[:])
+			if _, err := nc.Write(append(hdr[:], make([]byte, part)...)); err != nil {
+				return
+			}
+			select {
+			case <-rest:
+			case <-quit:
+				return
+			}
+			_, err = nc.Write(make([]byte, size-part))
+			close(restSent)
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Go(func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			wg.Go(func() { serve(nc) })
+		}
+	})
+	return l.Addr().String(), rest, restSent
+}
+
+// Calls that time out behind a response in progress close the connection
+// when nothing of it came for long enough (stuckBehind), but bytes of it
+// that wait unread in the socket came: this process has not read them
+// (its reader was not run), the provider is not stalled. Here a caller
+// reads a response's header and part of its body, stops (its context),
+// and the standby goroutine that takes the reading role over is held
+// while the rest of the body waits in the socket; calls of 500 ms time
+// out behind it one after the other, their expiries over a second (a
+// tenth of FrameTimeout) apart with the same response in progress and the
+// same bytes of it read. The connection stays open, and once the reader
+// runs it reads the response and answers the calls after it.
+func TestBytesWaitingUnreadAreNotAStall(t *testing.T) {
+	const size, part = 64 << 10, 8 << 10
+	addr, rest, restSent := partialProvider(t, size, part)
+	ctx, c := warmClient(t, addr, &exchange.Options{ReplyBudget: transport.NewBudget(0), FrameTimeout: 10 * time.Second})
+	held, release := exchange.HoldStandbyReads(t)
+
+	// The caller reads the response's header and its first part.
+	ctx1, cancel1 := context.WithCancel(ctx)
+	defer cancel1()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx1, 0, 27, request("partial"))
+		first <- err
+	}()
+	require.Eventually(t, func() bool {
+		frame, arrived, unread := c.Reading()
+		return frame != 0 && arrived == part && unread == 0
+	}, 10*time.Second, time.Millisecond, "the caller read the response's header and first part")
+	frame, _, _ := c.Reading()
+	require.Equal(t, uint64(1), c.Led())
+
+	// A call waits behind it, so that the standby goroutine is handed the
+	// role when the caller stops; it is held before it reads.
+	behind := c.Go(ctx, 0, 27, request("behind"))
+	cancel1()
+	require.ErrorIs(t, <-first, context.Canceled)
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the standby goroutine was not handed the reading role")
+	}
+	require.Equal(t, uint64(1), c.Stops(), "the caller stopped reading within the response")
+
+	// The rest of the body waits in the socket (and the answers to the
+	// calls after it, as they come).
+	close(rest)
+	<-restSent
+	require.Eventually(t, func() bool {
+		_, _, unread := c.Reading()
+		return unread >= size-part
+	}, 10*time.Second, time.Millisecond, "the rest of the body is in the socket")
+
+	for i := range 5 {
+		_, err := c.Call(ctx, 500*time.Millisecond, 27, request("late"))
+		var te *status.TimeoutError
+		require.True(t, errors.As(err, &te), "call %d: want its own timeout, got %v", i, err)
+		require.NoError(t, c.Err(), "after call %d: the connection was closed", i)
+		f, arrived, unread := c.Reading()
+		require.Equal(t, frame, f, "the same response in progress")
+		require.Equal(t, int64(part), arrived, "nothing more of it read")
+		require.GreaterOrEqual(t, unread, size-part, "the rest of it waits in the socket")
+	}
+
+	// The reader runs: the response is read (late: its caller stopped),
+	// then the answers of the calls after it.
+	release()
+	resp, err := behind.Result()
+	require.NoError(t, err)
+	require.Equal(t, "behind", string(exchange.Body(resp)))
+	resp.Release()
+	require.NoError(t, echoes(ctx, c, "after"))
+	require.Equal(t, uint64(6), c.Late(), "the stopped caller's response and the 5 timed out calls'")
+	require.NoError(t, c.Err())
+}
