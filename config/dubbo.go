@@ -108,15 +108,27 @@ type dubboLimit struct {
 
 var dubboLimitKeys = []dubboLimit{
 	{"max_memory", func(p ProtocolConfig) int64 { return int64(p.MaxMemory) },
-		func(o *dubbo.Options, v int64) { o.MaxMemory = int(v) }, "the default, 256 MiB or twice max_payload", false},
+		func(o *dubbo.Options, v int64) { o.MaxMemory = int(v) }, "the default, " + sizeText(transport.DefaultMaxMemory) + " or twice max_payload", false},
 	{"max_memory_per_ip", func(p ProtocolConfig) int64 { return int64(p.MaxMemoryPerIP) },
 		func(o *dubbo.Options, v int64) { o.MaxMemoryPerIP = int(v) }, "the default, an eighth of max_memory", false},
 	{"max_reply_memory", func(p ProtocolConfig) int64 { return int64(p.MaxReplyMemory) },
-		func(o *dubbo.Options, v int64) { o.MaxReplyMemory = int(v) }, "the default, 256 MiB or twice max_payload", false},
+		func(o *dubbo.Options, v int64) { o.MaxReplyMemory = int(v) }, "the default, " + sizeText(transport.DefaultMaxMemory) + " or twice max_payload", false},
 	{"frame_timeout", func(p ProtocolConfig) int64 { return int64(p.FrameTimeout) },
-		func(o *dubbo.Options, v int64) { o.FrameTimeout = time.Duration(v) }, "the default, 5s", true},
+		func(o *dubbo.Options, v int64) { o.FrameTimeout = time.Duration(v) }, "the default, " + transport.DefaultFrameTimeout.String(), true},
 	{"max_payload", func(p ProtocolConfig) int64 { return int64(p.MaxPayload) },
-		func(o *dubbo.Options, v int64) { o.MaxPayload = int(v) }, "the default, 8 MiB", false},
+		func(o *dubbo.Options, v int64) { o.MaxPayload = int(v) }, "the default, " + sizeText(dubbo.DefaultMaxPayload), false},
+}
+
+// sizeText writes n bytes as advice reads them: "256 MiB", "64 KiB", or
+// "1000 bytes" when not a whole number of either.
+func sizeText(n int) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (l dubboLimit) show(v int64) string {

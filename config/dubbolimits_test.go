@@ -114,3 +114,51 @@ func TestDubboLimitKeysKnown(t *testing.T) {
 	_, err = Parse(strings.NewReader("protocols: {dubbo: {frame_timeout: 5}}\n"))
 	require.EqualError(t, err, "config: protocols.dubbo.frame_timeout (line 1): 5 is not a duration: durations need a unit, such as 5s or 5ms")
 }
+
+// TestDubboLimitAdviceNamesTheDefault: the default that a negative
+// limit's advice names is the one the dubbo protocol runs with
+// (dubbo.Protocol.Options of a protocol made with no options), and the
+// rules it states ("an eighth of max_memory", "or twice max_payload")
+// are the protocol's.
+func TestDubboLimitAdviceNamesTheDefault(t *testing.T) {
+	inForce := func(o *dubbo.Options) dubbo.Options {
+		p, err := dubbo.New(o)
+		require.NoError(t, err)
+		defer p.Close()
+		return p.Options()
+	}
+	def := inForce(nil)
+	big := inForce(&dubbo.Options{MaxPayload: 300 << 20})
+	want := map[string]string{
+		"max_memory":        sizeText(def.MaxMemory),
+		"max_memory_per_ip": "an eighth of max_memory",
+		"max_reply_memory":  sizeText(def.MaxReplyMemory),
+		"frame_timeout":     def.FrameTimeout.String(),
+		"max_payload":       sizeText(def.MaxPayload),
+	}
+	require.Equal(t, def.MaxMemory/8, def.MaxMemoryPerIP, "an eighth")
+	require.Equal(t, 8<<20, inForce(&dubbo.Options{MaxMemory: 64 << 20}).MaxMemoryPerIP, "an eighth")
+	require.GreaterOrEqual(t, big.MaxMemory, 2*big.MaxPayload, "twice max_payload")
+	require.GreaterOrEqual(t, big.MaxReplyMemory, 2*big.MaxPayload, "twice max_payload")
+	require.Len(t, dubboLimitKeys, len(want))
+	for _, l := range dubboLimitKeys {
+		v := "-1"
+		if l.duration {
+			v = "-1s"
+		}
+		_, err := Parse(strings.NewReader("protocols: {dubbo: {" + l.key + ": " + v + "}}\n"))
+		var ke *KeyError
+		require.True(t, errors.As(err, &ke), l.key)
+		_, said, ok := strings.Cut(ke.Advice, "or 0 or nothing for the default, ")
+		require.True(t, ok, ke.Advice)
+		said = strings.TrimSuffix(said, " or twice max_payload")
+		require.Equal(t, want[l.key], said, l.key)
+	}
+}
+
+func TestSizeText(t *testing.T) {
+	require.Equal(t, "256 MiB", sizeText(256<<20))
+	require.Equal(t, "64 KiB", sizeText(64<<10))
+	require.Equal(t, "1000 bytes", sizeText(1000))
+	require.Equal(t, "0 bytes", sizeText(0))
+}
