@@ -86,7 +86,8 @@ const smallFrame = 4 << 10
 // address; the reclaimer looks while such frames wait too. And a frame
 // whose address's frames in progress (it included) are over the
 // address's fair share, the limit over the number of addresses with
-// connections, is charged only while it leaves a fair share free, and
+// connections, is charged only while it leaves a fair share free (as
+// reckoned again whenever its address's frames in progress change), and
 // waits behind frames of the same size of addresses under theirs (a
 // reservation for it holds back only frames of addresses over their
 // share, for its FrameTimeout, then every frame as any reservation):
@@ -153,10 +154,12 @@ type budgetWaiter struct {
 	need int64 // the frame's charge
 	// room is what must stay free of the budget when it is charged:
 	// its address is over its fair share (perip.go); 0 otherwise.
-	// inflight is what its address's frames in progress hold with it
-	// (0: it is not one), from which room is reckoned again when the
-	// number of addresses changes (refit).
-	room, inflight int64
+	room int64
+	// ip is its address's share when the frame is one of its frames in
+	// progress (nil otherwise): room is reckoned again from what they
+	// hold (ipShare.live) when it changes, and when the number of
+	// addresses does (refit).
+	ip *ipShare
 	// reservedAt (monoNow) is when it was reserved for; a reservation
 	// for it while its address is over its fair share becomes a whole
 	// one (its room 0, kept: whole) after its FrameTimeout.
@@ -352,6 +355,9 @@ func (b *Budget) push(w *budgetWaiter) {
 	if w.self {
 		b.selfQd++
 	}
+	if w.ip != nil {
+		w.ip.queued.Add(1)
+	}
 	heap.Push(&b.queue, w)
 }
 
@@ -377,6 +383,9 @@ func (b *Budget) remove(w *budgetWaiter) {
 	w.queued = false
 	if w.self {
 		b.selfQd--
+	}
+	if w.ip != nil {
+		w.ip.queued.Add(-1)
 	}
 	if b.reserved == w {
 		b.reserved = nil
@@ -612,7 +621,11 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64, again bool)
 	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
 	}
-	w.need, w.room, w.inflight, w.small, w.held = int64(total), room, inflight, total <= smallFrame, &c.held
+	w.need, w.room, w.small, w.held = int64(total), room, total <= smallFrame, &c.held
+	w.ip = nil
+	if inflight > 0 {
+		w.ip = c.ip
+	}
 	w.whole, w.self = false, c.fromSelf()
 	w.since, w.patience = monoNow(), int64(c.opts.FrameTimeout/10)
 	counted := false
@@ -730,16 +743,21 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64, again bool)
 	}
 }
 
-// refit reckons the room of the waiting frames again, the number of
-// addresses having changed, and grants those that fit now. b.mu is held.
-func (b *Budget) refit() {
-	if len(b.queue) == 0 {
-		return
-	}
+// refit reckons the room of the waiting frames of s's address again
+// (of every address: s nil, when the number of addresses changed) from
+// what their address's frames in progress hold now, and grants those
+// that fit now. b.mu is held.
+func (b *Budget) refit(s *ipShare) {
+	changed := false
 	for _, w := range b.queue {
-		if w.inflight > 0 && !w.whole {
-			w.room = b.fairRoom(w.inflight, int(w.need))
+		if w.ip != nil && !w.whole && (s == nil || w.ip == s) {
+			if room := b.fairRoom(w.ip.live.Load(), int(w.need)); room != w.room {
+				w.room, changed = room, true
+			}
 		}
+	}
+	if !changed {
+		return
 	}
 	heap.Init(&b.queue)
 	if r := b.reserved; r != nil && (r.room > 0) != b.reservingOver.Load() {

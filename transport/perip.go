@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 )
 
 // The per-address bound (Options.MaxMemoryPerIP): a frame is charged its
@@ -30,7 +31,9 @@ import (
 // waits behind the frames of addresses under theirs: an address with
 // little in progress finds room while many addresses hold much, instead
 // of waiting for the reclaimer to cut one of them. The room is reckoned
-// again for the waiting frames when the number of addresses changes.
+// again for the waiting frames when the number of addresses changes, and
+// for those of an address when what its frames in progress hold does (one
+// ends, say): a frame does not wait for room its address no longer needs.
 // Frames that arrived whole, and answers, count for neither; addresses
 // each within their fair share can still fill the budget together.
 
@@ -41,12 +44,20 @@ const DefaultMaxMemoryPerIP = DefaultMaxMemory / 8
 // ipShare is what the frames in progress of the connections from one
 // remote IP address hold of a budget.
 type ipShare struct {
+	b    *Budget
 	addr netip.Addr
 	refs int // connections registered with it (Budget.ipmu)
 
 	mu       sync.Mutex
 	inflight int64
 	queue    []*Conn // waiting for room, first come first served
+
+	// live is inflight, for the budget's refit (under the budget's mu,
+	// not s.mu); queued counts the frames of s's in progress that wait
+	// in the budget's queue (changed under its mu): only while some do
+	// does a change of inflight reckon their room again.
+	live   atomic.Int64
+	queued atomic.Int32
 }
 
 // ipWaiter is a connection's place in its address's queue (Conn.ipw);
@@ -82,7 +93,7 @@ func (b *Budget) shareOf(nc net.Conn) *ipShare {
 	s := b.ips[a]
 	added := s == nil
 	if added {
-		s = &ipShare{addr: a}
+		s = &ipShare{b: b, addr: a}
 		b.ips[a] = s
 		b.nips.Store(int32(len(b.ips)))
 	}
@@ -130,8 +141,18 @@ func (b *Budget) fairRoom(inflight int64, total int) int64 {
 func (b *Budget) addressesChanged() {
 	if b.waiters.Load() > 0 {
 		b.mu.Lock()
-		b.refit()
+		b.refit(nil)
 		b.mu.Unlock()
+	}
+}
+
+// heldChanged reckons the room of s's frames in the budget's queue again,
+// what s's frames in progress hold having changed (s.mu is not held).
+func (s *ipShare) heldChanged() {
+	if s.queued.Load() > 0 {
+		s.b.mu.Lock()
+		s.b.refit(s)
+		s.b.mu.Unlock()
 	}
 }
 
@@ -147,8 +168,10 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 	if len(s.queue) == 0 && (s.inflight == 0 || s.inflight+int64(need) <= int64(c.opts.MaxMemoryPerIP)) {
 		s.inflight += int64(need)
 		inflight = s.inflight
+		s.live.Store(inflight)
 		s.mu.Unlock()
 		c.rs.ipHeld = need
+		s.heldChanged()
 		return inflight, nil
 	}
 	if w.wake == nil {
@@ -225,6 +248,7 @@ func (c *Conn) ipDone() {
 // the order they began to wait.
 func (s *ipShare) release(n int64) {
 	s.mu.Lock()
+	defer s.heldChanged()
 	s.inflight -= n
 	for len(s.queue) > 0 {
 		c := s.queue[0]
@@ -241,5 +265,6 @@ func (s *ipShare) release(n int64) {
 		default:
 		}
 	}
+	s.live.Store(s.inflight)
 	s.mu.Unlock()
 }
