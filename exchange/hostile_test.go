@@ -3,7 +3,6 @@ package exchange_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -284,19 +284,5 @@ func TestCloseEndsWithHostilePeers(t *testing.T) {
 }
 
 // readFrame reads one frame from r, as a fake peer of a test does: its
-// header and its body.
-func readFrame(r io.Reader) (exchange.Header, []byte, error) {
-	var hdr [exchange.HeaderSize]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return exchange.Header{}, nil, err
-	}
-	h, err := exchange.ParseHeader(hdr[:])
-	if err != nil {
-		return exchange.Header{}, nil, err
-	}
-	body := make([]byte, h.Length)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return exchange.Header{}, nil, err
-	}
-	return h, body, nil
-}
+// header and its body (fakepeer.ReadFrame, by the name these tests use).
+var readFrame = fakepeer.ReadFrame

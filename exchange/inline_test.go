@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/status"
 )
 
@@ -104,33 +105,7 @@ func TestInlineAndQueuedRequestsMixed(t *testing.T) {
 // stuckPeer accepts connections and never reads from them; it returns its
 // address.
 func stuckPeer(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var conns []net.Conn
-	var mu sync.Mutex
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-	})
-	return l.Addr().String()
+	return fakepeer.Listen(t, nil).String()
 }
 
 // A lone call to a provider that stops reading does not block in its

@@ -2,9 +2,7 @@ package exchange_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -235,15 +233,7 @@ func scriptedPeer(t *testing.T, reads int, hold bool, answer func(i int, out exc
 		}
 		defer nc.Close()
 		for i := range reads {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-				return
-			}
-			body := make([]byte, binary.BigEndian.Uint32(hdr[12:16]))
-			if _, err := io.ReadFull(nc, body); err != nil {
-				return
-			}
-			h, err := exchange.ParseHeader(hdr[:])
+			h, body, err := readFrame(nc)
 			if err != nil {
 				return
 			}

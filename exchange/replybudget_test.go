@@ -2,13 +2,13 @@ package exchange_test
 
 import (
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -18,24 +18,8 @@ import (
 // size-byte response and all of its body but the last byte, sent once
 // finish is closed, and later ones with echoes again.
 func scriptedStaller(t *testing.T, size int) (addr string, finish chan struct{}) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	finish = make(chan struct{})
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		close(quit)
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	serve := func(nc net.Conn) {
+	serve := func(nc net.Conn, quit <-chan struct{}) {
 		defer nc.Close()
 		for n := 0; ; {
 			h, body, err := readFrame(nc)
@@ -69,19 +53,7 @@ func scriptedStaller(t *testing.T, size int) (addr string, finish chan struct{})
 			}
 		}
 	}
-	wg.Go(func() {
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Go(func() { serve(nc) })
-		}
-	})
-	return l.Addr().String(), finish
+	return fakepeer.Listen(t, serve).String(), finish
 }
 
 // A caller that reads its connection (the reading role) and finds the

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/service"
@@ -30,23 +31,13 @@ var okReply = []byte{0x01, 0xa2, 'h', 'i', 0x80}
 // okReply. It returns its URL (timeout 100 ms) and how many connections
 // it accepted.
 func stallingProvider(t *testing.T) (*protocol.URL, *atomic.Int32) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	var accepted atomic.Int32
-	done := make(chan struct{})
-	t.Cleanup(func() { l.Close(); <-done })
-	serveConn := func(nc net.Conn, stall bool) {
+	a := fakepeer.Listen(t, func(nc net.Conn, _ <-chan struct{}) {
 		defer nc.Close()
+		stall := accepted.Add(1) == 1
 		for {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-				return
-			}
-			h, err := exchange.ParseHeader(hdr[:])
+			h, err := fakepeer.SkipFrame(nc)
 			if err != nil {
-				return
-			}
-			if _, err := io.ReadFull(nc, make([]byte, h.Length)); err != nil {
 				return
 			}
 			if h.Event {
@@ -69,33 +60,7 @@ func stallingProvider(t *testing.T) (*protocol.URL, *atomic.Int32) {
 				return
 			}
 		}
-	}
-	go func() {
-		defer close(done)
-		var conns []net.Conn
-		served := make(chan struct{}, 64)
-		n := 0
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				for _, c := range conns {
-					c.Close()
-				}
-				for range n {
-					<-served
-				}
-				return
-			}
-			conns = append(conns, nc)
-			first := accepted.Add(1) == 1
-			n++
-			go func() {
-				serveConn(nc, first)
-				served <- struct{}{}
-			}()
-		}
-	}()
-	a := l.Addr().(*net.TCPAddr)
+	})
 	return protocol.NewURL("dubbo", "127.0.0.1", a.Port, "demo.Greeter", map[string]string{protocol.KeyTimeout: "100"}), &accepted
 }
 

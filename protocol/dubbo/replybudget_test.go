@@ -2,7 +2,6 @@ package dubbo_test
 
 import (
 	"errors"
-	"io"
 	"net"
 	"runtime"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/status"
@@ -28,30 +28,17 @@ import (
 // It returns their URLs, with timeout (ms) set.
 func stallProviders(t *testing.T, n, size int, timeout string, warm bool) []*protocol.URL {
 	body := make([]byte, size-1)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-		ls    []net.Listener
-		urls  []*protocol.URL
-	)
-	serve := func(nc net.Conn) {
+	serve := func(nc net.Conn, _ <-chan struct{}) {
 		defer nc.Close()
 		for first := warm; ; {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-				return
-			}
-			h, err := exchange.ParseHeader(hdr[:])
+			h, err := fakepeer.SkipFrame(nc)
 			if err != nil {
-				return
-			}
-			if _, err := io.CopyN(io.Discard, nc, int64(h.Length)); err != nil {
 				return
 			}
 			if h.Event {
 				continue
 			}
+			var hdr [exchange.HeaderSize]byte
 			if first {
 				first = false
 				out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(okReply))}
@@ -71,36 +58,11 @@ func stallProviders(t *testing.T, n, size int, timeout string, warm bool) []*pro
 			}
 		}
 	}
+	var urls []*protocol.URL
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ls = append(ls, l)
-		wg.Go(func() {
-			for {
-				nc, err := l.Accept()
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				conns = append(conns, nc)
-				mu.Unlock()
-				wg.Go(func() { serve(nc) })
-			}
-		})
-		a := l.Addr().(*net.TCPAddr)
+		a := fakepeer.Listen(t, serve)
 		urls = append(urls, protocol.NewURL("dubbo", "127.0.0.1", a.Port, "demo.Greeter", map[string]string{protocol.KeyTimeout: timeout}))
 	}
-	t.Cleanup(func() {
-		for _, l := range ls {
-			l.Close()
-		}
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
 	return urls
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/serialize"
@@ -265,12 +266,8 @@ func hostileProvider(t *testing.T, body []byte) *protocol.URL {
 		}
 		defer c.Close()
 		for {
-			var hdr [exchange.HeaderSize]byte
-			if _, err := readFull(c, hdr[:]); err != nil {
-				return
-			}
-			h, _ := exchange.ParseHeader(hdr[:])
-			if _, err := readFull(c, make([]byte, h.Length)); err != nil {
+			h, err := fakepeer.SkipFrame(c)
+			if err != nil {
 				return
 			}
 			if h.Event {
