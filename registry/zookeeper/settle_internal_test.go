@@ -203,11 +203,19 @@ func TestFiredWatchesForgotten(t *testing.T) {
 // registry is closed when the test ends.
 func proxiedRegistry(t *testing.T) (*Registry, *zktest.Proxy) {
 	t.Helper()
+	r, px, _ := proxiedRegistryWith(t, DefaultSessionTimeout)
+	return r, px
+}
+
+// proxiedRegistryWith is proxiedRegistry with the given session timeout;
+// it also returns the server's address (not through the proxy).
+func proxiedRegistryWith(t *testing.T, session time.Duration) (*Registry, *zktest.Proxy, string) {
+	t.Helper()
 	zkc := zktest.Start(t)
 	px := zktest.NewProxy(t, zkc.Servers[0].Addr)
 	r, err := New("zookeeper://"+px.Addr, Options{
 		Application:     "test",
-		SessionTimeout:  DefaultSessionTimeout,
+		SessionTimeout:  session,
 		RetryMin:        50 * time.Millisecond,
 		RetryMax:        500 * time.Millisecond,
 		WatchdogTimeout: time.Minute,
@@ -219,7 +227,7 @@ func proxiedRegistry(t *testing.T) (*Registry, *zktest.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return r, px
+	return r, px, zkc.Servers[0].Addr
 }
 
 // A watch that fires while the session waits to settle may have been the
@@ -252,28 +260,44 @@ func TestFireWhileSettlingSettles(t *testing.T) {
 	}
 }
 
-// A watch call queued while the connection was down (case (b) of
-// newcomer's 01:30 note, session 24) is written first on the new
-// connection, and its answer would add a watch. The registry holds that
-// answer until the session settled, so go-zookeeper re-sends no watch and
-// writes no SetWatches packet; and go-zookeeper gives no sign of having
-// decided that (see trySettleLocked). So the session settles only by
-// settleFallback, counted as a guess, not as wrong counts. The fallback
-// is an hour here and the test runs it itself once the answer is held.
-func TestQueuedWatchCallSettlesByGuess(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+// A watch call queued while the connection was down (case (b1) of gate's
+// 03:28 note, session 25) is written first on the new connection, and its
+// answer would add a watch. The registry holds that answer until the
+// session settled; without a watch held go-zookeeper re-sent none, wrote
+// no SetWatches packet and gave no sign of having decided that, so the
+// session settled only by settleFallback (a guess). The reconnect sentinel
+// (armSentinel) is a watch go-zookeeper always holds, so the SetWatches
+// packet always comes: the session settles when it is written, and the
+// queued call's answer is handed over after it. The fallback is an hour
+// here: without the sentinel the test times out.
+func TestQueuedWatchCallSettlesAtSetWatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	noFallback(t)
 	r, px := proxiedRegistry(t)
-	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
-	conn, sid, _, _ := r.ready()
+	conn, sid := readyWithSentinel(ctx, t, r)
+	r.mu.Lock()
+	gen0 := r.settleGen
+	r.mu.Unlock()
 
 	var setWatches atomic.Int32
-	sh := func(*handshakeConn) { setWatches.Add(1) }
+	settledAtSetWatches := make(chan bool, 4)
+	sh := func(*handshakeConn) {
+		setWatches.Add(1)
+		r.mu.Lock()
+		settledAtSetWatches <- r.settled && r.settleGen > gen0
+		r.mu.Unlock()
+	}
 	testHookSetWatches.Store(&sh)
 	t.Cleanup(func() { testHookSetWatches.Store(nil) })
 	px.Block()
 	waitUntil(ctx, t, "disconnected", func() bool { return !r.Stats().HasSession })
+	var setWatchesAtReturn atomic.Int32
+	setWatchesAtReturn.Store(-1)
+	var ret sync.Once
+	rh := func() { ret.Do(func() { setWatchesAtReturn.Store(setWatches.Load()) }) }
+	testHookWatchReturned.Store(&rh)
+	t.Cleanup(func() { testHookWatchReturned.Store(nil) })
 	type result struct {
 		ch  <-chan zk.Event
 		err error
@@ -285,54 +309,72 @@ func TestQueuedWatchCallSettlesByGuess(t *testing.T) {
 	}()
 	buf := make([]byte, 1<<20)
 	waitUntil(ctx, t, "request queued", func() bool { return queued(buf) })
-	held := holdHook(t)
 	px.Unblock()
-	select {
-	case <-held:
-	case <-ctx.Done():
-		t.Fatal("the queued watch call's answer was not held")
-	}
-	r.mu.Lock()
-	up, settled, gen := r.hasSession, r.settled, r.settleGen
-	r.mu.Unlock()
-	if !up || settled {
-		t.Fatalf("session up %v, settled %v; want up and not settled while the answer is held", up, settled)
-	}
-	r.settleLate(gen)
 	var got result
 	select {
 	case got = <-res:
 	case <-ctx.Done():
-		t.Fatal("the watch call did not return after the fallback")
+		t.Fatal("the queued watch call did not return (no SetWatches packet: the session waits for the fallback)")
 	}
 	if got.err != nil || got.ch == nil {
 		t.Fatalf("watch call: channel %v, %v; want a channel", got.ch != nil, got.err)
 	}
-	if g, f := r.settleGuesses.Load(), r.settleFallbacks.Load(); g != 1 || f != 0 {
-		t.Fatalf("%d guesses, %d fallbacks with wrong counts; want 1 and 0", g, f)
+	select {
+	case settled := <-settledAtSetWatches:
+		if settled {
+			t.Fatal("the session settled before the SetWatches packet was written, with a watch held")
+		}
+	case <-ctx.Done():
+		t.Fatal("no SetWatches packet written")
 	}
-	if n := setWatches.Load(); n != 0 {
-		t.Fatalf("%d SetWatches packets written; want none (go-zookeeper held no watch)", n)
+	if n := setWatchesAtReturn.Load(); n != 1 {
+		t.Fatalf("%d SetWatches packets written when the queued call returned; want 1 (its answer waits for the packet)", n)
 	}
+	waitUntil(ctx, t, "settled", func() bool { _, _, _, ok := r.ready(); return ok })
+	fallbackUnused(t, r)
 	if got := r.Stats().SessionID; got != sid {
 		t.Fatalf("session %x -> %x, want it kept (the test is about a reconnect)", sid, got)
 	}
 }
 
+// readyWithSentinel waits until r has a session, settled, and holds its
+// reconnect sentinel's watch on it (armed by the registration loop once
+// the session is ready), and returns the connection and session id.
+func readyWithSentinel(ctx context.Context, t *testing.T, r *Registry) (*zk.Conn, int64) {
+	t.Helper()
+	var conn *zk.Conn
+	var sid int64
+	waitUntil(ctx, t, "session and sentinel watch", func() bool {
+		c, id, _, ok := r.ready()
+		if !ok {
+			return false
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		ch := r.sentinelCh
+		if ch == nil || r.sentinelConn != c || len(ch) > 0 || r.watches[ch] != c {
+			return false
+		}
+		conn, sid = c, id
+		return true
+	})
+	return conn, sid
+}
+
 // A watch call whose request was written on a connection that closed
 // before its answer was read adds no watch: go-zookeeper fails it. The
-// session that comes back settles at once, nothing else being held,
-// whether or not that call's caller has run since (here it is held until
-// the session settled). The registry waited for the call to return
-// before, so with the caller held it waited for settleFallback (an hour
-// here: the test would time out).
+// session that comes back settles without waiting for that call's caller
+// (held here until the session settled): when the SetWatches packet for
+// the reconnect sentinel is written, or at once were nothing else held.
+// The registry waited for the call to return before, so with the caller
+// held it waited for settleFallback (an hour here: the test would time
+// out).
 func TestFailedWatchCallSettlesAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	noFallback(t)
 	r, px := proxiedRegistry(t)
-	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
-	conn, sid, _, _ := r.ready()
+	conn, sid := readyWithSentinel(ctx, t, r)
 	r.mu.Lock()
 	gen0 := r.settleGen
 	r.mu.Unlock()
@@ -411,8 +453,7 @@ func TestAnsweredWatchCallWaitsForSetWatches(t *testing.T) {
 	defer cancel()
 	noFallback(t)
 	r, px := proxiedRegistry(t)
-	waitUntil(ctx, t, "first session", func() bool { _, _, _, ok := r.ready(); return ok })
-	conn, sid, _, _ := r.ready()
+	conn, sid := readyWithSentinel(ctx, t, r)
 	r.mu.Lock()
 	gen0 := r.settleGen
 	r.mu.Unlock()

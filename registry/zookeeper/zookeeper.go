@@ -131,6 +131,15 @@ type Registry struct {
 	settleGuesses   atomic.Uint64
 	settleFallbacks atomic.Uint64
 
+	// sentinelPath is a node nobody creates, on which the registration
+	// loop keeps an existence watch (see armSentinel); sentinelCh is that
+	// watch's channel and sentinelConn the zk.Conn holding it (nil: none
+	// armed). Only the loop's goroutine writes the last two, under mu; it
+	// alone reads them without mu.
+	sentinelPath string
+	sentinelCh   <-chan zk.Event
+	sentinelConn *zk.Conn
+
 	exposedN  atomic.Uint64
 	malformed atomic.Uint64
 	redials   atomic.Uint64
@@ -157,10 +166,14 @@ var _ registry.Registry = (*Registry)(nil)
 // library holds: every channel a ChildrenW or ExistsW returned, until it
 // fires (its subscription receives from it, or it holds an event), and
 // the calls in flight whose answers added one, which the connections
-// count (see trySettleLocked). settleFallback lets the requests go when a
-// watch call's request was still unanswered (go-zookeeper gives no sign
-// whether it re-sends watches then), or should the packet not come
-// although the counts said a watch was held (logged as a warning).
+// count (see trySettleLocked). The registry always keeps one watch, on a
+// node nobody creates (see armSentinel), so that the packet always comes
+// when a session is re-established. settleFallback lets the requests go
+// when a watch call's request was still unanswered and no watch was known
+// to be held (a new session, or the sentinel not armed: go-zookeeper
+// gives no sign whether it re-sends watches then), or should the packet
+// not come although the counts said a watch was held (logged as a
+// warning).
 //
 // A request go-zookeeper queued before a disconnect is no request the
 // registry can hold: the library writes it first on the new connection.
@@ -272,6 +285,7 @@ func New(address string, opts Options) (*Registry, error) {
 		listing: map[*sub]int{},
 		watches: map[<-chan zk.Event]*zk.Conn{},
 	}
+	r.sentinelPath = fmt.Sprintf("/%s/minidubbo-reconnect-%016x", opts.Root, rand.Uint64())
 	r.acl = defaultACL(opts)
 	r.closedACL = !strangerMay(r.acl)
 	cachePath := opts.CacheFile
@@ -950,7 +964,11 @@ var testHookSession atomic.Pointer[func(*Registry)]
 // and gives no sign when it decided none: were the answer let through
 // before that, it could add a watch that go-zookeeper then re-sends,
 // reading its last zxid while the receive loop writes it (the race the
-// gate is for). So that case waits for settleFallback.
+// gate is for). The reconnect sentinel (armSentinel) takes that case away
+// when a session is re-established: a watch is held, the packet comes.
+// Left to settleFallback: a new session (go-zookeeper dropped every watch
+// when the old one expired) and a reconnect while the sentinel was not
+// armed (it fired, or the session had just begun).
 func (r *Registry) trySettleLocked() {
 	if r.settled || !r.hasSession || r.closed {
 		return
@@ -1149,6 +1167,8 @@ func (r *Registry) loop() {
 			r.watchdog()
 			continue
 		case <-r.kick:
+		case ev := <-r.sentinelCh:
+			r.sentinelFired(ev)
 		case <-timer.C:
 			full = resyncNext
 		}
@@ -1265,6 +1285,7 @@ func (r *Registry) reconcile(full bool) bool {
 	if !ok {
 		return false
 	}
+	good := true
 	r.checkACLs(conn, "/"+r.opts.Root)
 	r.mu.Lock()
 	regs := make([]*reg, 0, len(r.regs))
@@ -1277,7 +1298,6 @@ func (r *Registry) reconcile(full bool) bool {
 	}
 	r.mu.Unlock()
 
-	good := true
 	for p, d := range dels {
 		if err := r.deleteOwn(conn, p, sid); err != nil {
 			r.log.Warn("zookeeper unregister failed; will retry", zap.String("node", p), zap.Error(err))
@@ -1306,7 +1326,53 @@ func (r *Registry) reconcile(full bool) bool {
 		}
 		g.triedOnce.Do(func() { g.err = err; close(g.tried) })
 	}
+	// After the registrations, whose latency matters more.
+	if err := r.armSentinel(conn); err != nil {
+		r.log.Info("zookeeper: watch on the reconnect sentinel failed; will retry", zap.String("node", r.sentinelPath), zap.Error(err))
+		good = false
+	}
 	return good
+}
+
+// armSentinel leaves an existence watch on sentinelPath, a node nobody
+// creates, unless conn holds one already. go-zookeeper (v1.0.4) keeps its
+// watches across a disconnect and re-sends them when the session comes
+// back; with this one always held it always does, so a session that
+// comes back settles when the SetWatches packet is written (see
+// trySettleLocked), and never has to guess whether go-zookeeper decided
+// to re-send none. A new session holds no watch (go-zookeeper drops them
+// all when the session expires) until this runs again. Only the loop's
+// goroutine calls it.
+func (r *Registry) armSentinel(conn *zk.Conn) error {
+	if r.sentinelCh != nil && r.sentinelConn == conn {
+		return nil
+	}
+	done := r.watchCall(conn, opExists, r.sentinelPath)
+	_, _, ch, err := conn.ExistsW(r.sentinelPath)
+	done(ch)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.sentinelCh, r.sentinelConn = ch, conn
+	r.mu.Unlock()
+	return nil
+}
+
+// sentinelFired forgets the sentinel's watch, which fired: the session
+// expired or the connection closed (go-zookeeper ends every watch then),
+// or someone created or changed the node. The loop arms it again once a
+// session is ready.
+func (r *Registry) sentinelFired(ev zk.Event) {
+	r.mu.Lock()
+	ch := r.sentinelCh
+	r.sentinelCh, r.sentinelConn = nil, nil
+	r.mu.Unlock()
+	r.watchFired(ch)
+	if ev.Type != zk.EventNotWatching {
+		r.log.Info("zookeeper: the reconnect sentinel node changed; watching it again",
+			zap.String("node", r.sentinelPath), zap.Stringer("event", ev.Type))
+	}
 }
 
 // ensureEphemeral creates the ephemeral node at p for session sid. A node

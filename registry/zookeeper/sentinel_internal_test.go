@@ -1,0 +1,110 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/minidubbo/minidubbo/internal/zktest"
+	"github.com/minidubbo/minidubbo/protocol"
+)
+
+// The reconnect sentinel is a watch go-zookeeper must always hold for the
+// session's reconnects to settle at the SetWatches packet (see
+// armSentinel). It is armed again when it fires: when someone creates the
+// node (the watch fires, and the new one is a data watch), deletes it
+// again, and when the session expires (go-zookeeper ends every watch; the
+// new session arms it anew). After each, a reconnect settles when the
+// SetWatches packet is written, without settleFallback (an hour here).
+func TestSentinelRearmed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	noFallback(t)
+	r, px, direct := proxiedRegistryWith(t, 2*time.Second)
+	zc := zktest.Client(t, direct)
+	_, sid := readyWithSentinel(ctx, t, r)
+
+	var setWatches atomic.Int32
+	sh := func(*handshakeConn) { setWatches.Add(1) }
+	testHookSetWatches.Store(&sh)
+	t.Cleanup(func() { testHookSetWatches.Store(nil) })
+	// reconnect cuts the connection and waits until the session that comes
+	// back has settled with a SetWatches packet written for it.
+	reconnect := func(what string) {
+		t.Helper()
+		r.mu.Lock()
+		gen0 := r.settleGen
+		r.mu.Unlock()
+		before := setWatches.Load()
+		px.Block()
+		waitUntil(ctx, t, what+": disconnected", func() bool { return !r.Stats().HasSession })
+		px.Unblock()
+		waitUntil(ctx, t, what+": settled again", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.settled && r.hasSession && r.settleGen > gen0
+		})
+		if setWatches.Load() == before {
+			t.Fatalf("%s: the session came back with no SetWatches packet written", what)
+		}
+		fallbackUnused(t, r)
+	}
+	sentinel := func() <-chan zk.Event {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.sentinelCh
+	}
+	rearmed := func(what string, old <-chan zk.Event) {
+		t.Helper()
+		waitUntil(ctx, t, what+": sentinel armed again", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			ch := r.sentinelCh
+			return ch != nil && ch != old && len(ch) == 0 && r.watches[ch] == r.conn
+		})
+	}
+	reconnect("first reconnect")
+
+	old := sentinel()
+	_, err := zc.Create(r.sentinelPath, nil, 0, zk.WorldACL(zk.PermAll))
+	if errors.Is(err, zk.ErrNoNode) { // no root node yet
+		if _, err := zc.Create("/"+r.opts.Root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+		_, err = zc.Create(r.sentinelPath, nil, 0, zk.WorldACL(zk.PermAll))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rearmed("node created", old)
+	reconnect("reconnect with the node there")
+	old = sentinel()
+	if err := zc.Delete(r.sentinelPath, -1); err != nil {
+		t.Fatal(err)
+	}
+	rearmed("node deleted", old)
+	reconnect("reconnect after the node went")
+
+	// Expiry: a registered node shows when the server ended the session.
+	const iface = "test.Sentinel"
+	u := protocol.NewURL("dubbo", "127.0.0.1", 20621, iface, map[string]string{protocol.KeyInterface: iface})
+	if err := r.Register(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	node := r.NodePath(u)
+	px.Block()
+	waitUntil(ctx, t, "session expired on the server", func() bool {
+		ok, _, err := zc.Exists(node)
+		return err == nil && !ok
+	})
+	px.Unblock()
+	_, sid2 := readyWithSentinel(ctx, t, r)
+	if sid2 == sid {
+		t.Fatalf("session %x kept; want a new one (the server expired it)", sid)
+	}
+	reconnect("reconnect of the new session")
+}
