@@ -122,8 +122,9 @@ type Options struct {
 	// eighth of the budget, 32 MiB of the default one): a request that
 	// would go over waits unread until that address's requests in
 	// progress end (Server.ThrottledByIP counts the waits). Past its
-	// fair share of the budget (the limit over the addresses with
-	// connections), an address's requests in progress must also leave
+	// fair share of the budget (the limit over the addresses busy with
+	// requests in progress and one more; the whole budget for an address
+	// busy alone), an address's requests in progress must also leave
 	// that much free (see transport.Budget). MaxMemory or more: neither.
 	MaxMemoryPerIP int
 	// Budget, when set, is a memory budget shared with other Servers

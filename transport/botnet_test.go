@@ -173,60 +173,73 @@ func TestBotnetFiguresLate(t *testing.T) {
 	}
 }
 
-// TestFairShareAloneGetsWholeBudget: one address alone (MaxMemoryPerIP
-// one byte under the budget, so its share counts) sends eight frames of
-// 512 KiB (the last one byte less) at once on eight connections, each
-// body in two halves: its frames in progress are far over any fair
-// share, but with no other address it is all of them, and the eight
-// frames, the whole 4 MiB budget, are read without a wait.
+// TestFairShareAloneGetsWholeBudget: one address (MaxMemoryPerIP one
+// byte under the budget, so its share counts) sends eight frames of 512
+// KiB (the last one byte less) at once on eight connections, each body in
+// two halves: its frames in progress are far over any fair share, but it
+// is the only address busy, and the eight frames, the whole 4 MiB budget,
+// are read without a wait; also while three other addresses have
+// connections and send nothing (before, they counted: the busy address
+// had to leave a quarter of the budget free once over a quarter, and its
+// last two frames waited).
 func TestFairShareAloneGetsWholeBudget(t *testing.T) {
-	const n, size = 8, 512 << 10
-	k := keeper{kept: make(chan *transport.Buffer, n)}
-	s, addr := serve(t, k, &transport.Options{MaxMemory: n * size, MaxMemoryPerIP: n*size - 1, MaxPayload: size, FrameTimeout: 10 * time.Second})
-	conns := make([]net.Conn, n)
-	frames := make([][]byte, n)
-	for i := range conns {
-		conns[i] = dialFrom(t, "127.0.0.2", addr)
-		frames[i] = wholeFrame(uint64(i), size-transport.HeaderSize-i/(n-1))
-		_, err := conns[i].Write(frames[i][:size/2])
-		require.NoError(t, err)
+	for _, idle := range []int{0, 3} {
+		t.Run(fmt.Sprintf("%d idle", idle), func(t *testing.T) {
+			const n, size = 8, 512 << 10
+			k := keeper{kept: make(chan *transport.Buffer, n)}
+			s, addr := serve(t, k, &transport.Options{MaxMemory: n * size, MaxMemoryPerIP: n*size - 1, MaxPayload: size, FrameTimeout: 10 * time.Second})
+			for i := range idle {
+				dialFrom(t, fmt.Sprintf("127.0.0.%d", 3+i), addr)
+			}
+			conns := make([]net.Conn, n)
+			frames := make([][]byte, n)
+			for i := range conns {
+				conns[i] = dialFrom(t, "127.0.0.2", addr)
+				frames[i] = wholeFrame(uint64(i), size-transport.HeaderSize-i/(n-1))
+				_, err := conns[i].Write(frames[i][:size/2])
+				require.NoError(t, err)
+			}
+			require.Eventually(t, func() bool { return s.Budget().Used() == n*size-1 }, 10*time.Second, time.Millisecond,
+				"all eight frames charged: %s", transport.BudgetState(s.Budget()))
+			for i, c := range conns {
+				_, err := c.Write(frames[i][size/2:])
+				require.NoError(t, err)
+			}
+			timeout := time.NewTimer(20 * time.Second)
+			defer timeout.Stop()
+			for range n {
+				select {
+				case f := <-k.kept:
+					require.Len(t, f.B, size-int(binary.BigEndian.Uint64(f.B[4:12]))/(n-1))
+					f.Release()
+				case <-timeout.C:
+					t.Fatalf("frames not read: %s", transport.BudgetState(s.Budget()))
+				}
+			}
+			require.Zero(t, s.Throttled())
+			require.Zero(t, s.ThrottledByIP())
+		})
 	}
-	require.Eventually(t, func() bool { return s.Budget().Used() == n*size-1 }, 10*time.Second, time.Millisecond,
-		"all eight frames charged: %s", transport.BudgetState(s.Budget()))
-	for i, c := range conns {
-		_, err := c.Write(frames[i][size/2:])
-		require.NoError(t, err)
-	}
-	timeout := time.NewTimer(20 * time.Second)
-	defer timeout.Stop()
-	for range n {
-		select {
-		case f := <-k.kept:
-			require.Len(t, f.B, size-int(binary.BigEndian.Uint64(f.B[4:12]))/(n-1))
-			f.Release()
-		case <-timeout.C:
-			t.Fatalf("frames not read: %s", transport.BudgetState(s.Budget()))
-		}
-	}
-	require.Zero(t, s.Throttled())
-	require.Zero(t, s.ThrottledByIP())
 }
 
-// TestOverShareWaitIsBounded: three addresses have connections (fair
-// share: a third of the 4 MiB budget); one holds a 1 MiB frame the
-// handler keeps, one is idle, and the third sends a 2 MiB frame, over
-// its fair share, which must leave a fair share free to be charged: it
-// waits, and the budget is reserved for it holding back only frames over
+// TestOverShareWaitIsBounded: three addresses have connections to a 4
+// MiB budget shared by two Servers. 127.0.0.3 sends a 1 MiB frame the
+// handler keeps; 127.0.0.4, on a Server whose FrameTimeout is an hour
+// (so nothing is reserved for it during the test), declares a 3.5 MiB
+// frame, which does not fit and waits; then 127.0.0.2 sends a 2 MiB
+// frame. Two addresses are busy (fair share: a third of the budget): the
+// 2 MiB frame is over its share and must leave a third free, so it waits
+// too, and the budget is reserved for it holding back only frames over
 // their share. Nothing is released for as long as the test runs; after
 // its FrameTimeout (1 s) so reserved, the reservation holds back every
-// frame and the frame needs no room besides: it is read. (Before, it
-// waited for as long as the kept frame was held.)
+// frame and the frame needs no room besides: it is read. (Before
+// c624a4a, it waited for as long as the kept frame was held.)
 func TestOverShareWaitIsBounded(t *testing.T) {
 	const big = 2 << 20
+	b := transport.NewBudget(4 << 20)
 	k := keeper{kept: make(chan *transport.Buffer, 2)}
-	s, addr := serve(t, k, &transport.Options{MaxMemory: 4 << 20, MaxMemoryPerIP: 4<<20 - 1, MaxPayload: big, FrameTimeout: time.Second})
-	b := s.Budget()
-	dialFrom(t, "127.0.0.4", addr) // idle
+	s, addr := serve(t, k, &transport.Options{Budget: b, MaxMemoryPerIP: 4<<20 - 1, MaxPayload: 7 << 19, FrameTimeout: time.Second})
+	slow, slowAddr := serve(t, k, &transport.Options{Budget: b, MaxMemoryPerIP: 4<<20 - 1, MaxPayload: 7 << 19, FrameTimeout: time.Hour})
 	holder := dialFrom(t, "127.0.0.3", addr)
 	_, err := holder.Write(wholeFrame(1, 1<<20))
 	require.NoError(t, err)
@@ -238,10 +251,16 @@ func TestOverShareWaitIsBounded(t *testing.T) {
 	case <-timeout.C:
 		t.Fatal("the holder's frame was not read")
 	}
+	other := dialFrom(t, "127.0.0.4", slowAddr)
+	_, err = other.Write(header(3, 7<<19-transport.HeaderSize))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return slow.Throttled() == 1 }, 10*time.Second, time.Millisecond,
+		"the 3.5 MiB frame waits: %s", transport.BudgetState(b))
 	up := dialFrom(t, "127.0.0.2", addr)
 	go func() { _, _ = up.Write(wholeFrame(2, big-transport.HeaderSize)) }() // waits in TCP
 	require.Eventually(t, func() bool { return transport.Reservations(b) == 1 }, 10*time.Second, time.Millisecond,
 		"the budget is reserved for the 2 MiB frame: %s", transport.BudgetState(b))
+	require.Equal(t, uint64(1), s.Throttled(), "the 2 MiB frame waited")
 	select {
 	case f := <-k.kept:
 		require.Len(t, f.B, big)
@@ -250,4 +269,5 @@ func TestOverShareWaitIsBounded(t *testing.T) {
 		t.Fatalf("the over-share frame was not read: %s", transport.BudgetState(b))
 	}
 	require.Equal(t, uint64(1), s.Throttled())
+	require.Equal(t, uint64(1), slow.Throttled())
 }

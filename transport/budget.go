@@ -85,16 +85,18 @@ const smallFrame = 4 << 10
 // reconnect each time they are closed hold at most that much per
 // address; the reclaimer looks while such frames wait too. And a frame
 // whose address's frames in progress (it included) are over the
-// address's fair share, the limit over the number of addresses with
-// connections, is charged only while it leaves a fair share free (as
-// reckoned again whenever its address's frames in progress change), and
-// waits behind frames of the same size of addresses under theirs (a
-// reservation for it holds back only frames of addresses over their
-// share, for its FrameTimeout, then every frame as any reservation):
-// so 8 addresses or more that declare large frames leave room for an
-// address with little in progress, which does not wait for the
-// reclaimer to cut them. Idle addresses with connections count; the
-// only address with connections has the whole budget.
+// address's fair share, the limit over the number of addresses busy
+// (with frames in progress, or waiting to begin one) and one more, at
+// most the addresses with connections, is charged only while it leaves a
+// fair share free (as reckoned again whenever its address's frames in
+// progress change), and waits behind frames of the same size of
+// addresses under theirs (a reservation for it holds back only frames of
+// addresses over their share, for its FrameTimeout, then every frame as
+// any reservation): so 8 addresses or more that declare large frames
+// leave room for an address with little in progress, which does not wait
+// for the reclaimer to cut them. Idle addresses do not count: an address
+// busy alone has the whole budget (the first frame of another then waits
+// for what it holds as for any frames that hold the budget).
 //
 // So the memory held stays under the limit, plus what answers queued
 // while it was reached, plus up to 4 KiB and an answer per connection.
@@ -126,6 +128,7 @@ type Budget struct {
 	ipmu        sync.Mutex
 	ips         map[netip.Addr]*ipShare
 	nips        atomic.Int32 // len(ips): the addresses with connections
+	nbusy       atomic.Int32 // the shares busy (ipShare.busy)
 	ipWaiting   atomic.Int32
 	ipThrottled atomic.Uint64
 

@@ -92,9 +92,11 @@ type Options struct {
 	// peers that declare large frames and send little, reconnecting each
 	// time they are cut off, hold at most this much per address, not the
 	// whole budget. An address whose frames in progress are over its
-	// fair share (the budget's limit over the addresses with
-	// connections) is also charged a frame only while that leaves a fair
-	// share of the budget free (see Budget). Set it to MaxMemory or more
+	// fair share (the budget's limit over the addresses busy with frames
+	// in progress and one more, at most those with connections; the
+	// whole budget for an address busy alone) is also charged a frame
+	// only while that leaves a fair share of the budget free (see
+	// Budget). Set it to MaxMemory or more
 	// for neither bound.
 	MaxMemoryPerIP int
 	// Budget, when set, is the memory budget a Server charges instead of

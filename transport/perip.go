@@ -25,13 +25,16 @@ import (
 //
 // That leaves the budget to 8 addresses (the default share is an
 // eighth). So an address also has a fair share: the limit over the
-// number of addresses with connections to the budget. A frame whose
+// number of addresses busy (with frames in progress, or waiting to begin
+// one) and one more, for an address that begins to send (at most the
+// addresses with connections); the whole budget while one address alone
+// is busy (shares). A frame whose
 // address's frames in progress, with it, are over that share must leave
 // a fair share of the budget free when it is charged (fairRoom), and
 // waits behind the frames of addresses under theirs: an address with
 // little in progress finds room while many addresses hold much, instead
 // of waiting for the reclaimer to cut one of them. The room is reckoned
-// again for the waiting frames when the number of addresses changes, and
+// again for the waiting frames when the number of shares changes, and
 // for those of an address when what its frames in progress hold does (one
 // ends, say): a frame does not wait for room its address no longer needs.
 // Frames that arrived whole, and answers, count for neither; addresses
@@ -51,6 +54,9 @@ type ipShare struct {
 	mu       sync.Mutex
 	inflight int64
 	queue    []*Conn // waiting for room, first come first served
+	// busy: frames of s's are in progress, or wait for room in s
+	// (Budget.nbusy counts such shares).
+	busy bool
 
 	// live is inflight, for the budget's refit (under the budget's mu,
 	// not s.mu); queued counts the frames of s's in progress that wait
@@ -113,6 +119,13 @@ func (b *Budget) dropShare(s *ipShare) {
 		delete(b.ips, s.addr)
 		b.nips.Store(int32(len(b.ips)))
 		gone = true
+		s.mu.Lock()
+		if s.busy {
+			// Not expected: its last connection gave back what it held.
+			s.busy = false
+			b.nbusy.Add(-1)
+		}
+		s.mu.Unlock()
 	}
 	b.ipmu.Unlock()
 	if gone {
@@ -122,12 +135,11 @@ func (b *Budget) dropShare(s *ipShare) {
 
 // fairRoom is what must stay free of b when a frame of total bytes is
 // charged whose address has inflight bytes in progress with it: the fair
-// share of an address, b's limit over the addresses with connections,
-// when inflight is over it (0 otherwise, and when one address has all
-// the connections), but never so much that the frame would not fit the
-// empty budget.
+// share of an address (b's limit over shares) when inflight is over it
+// (0 otherwise, and when one address alone is busy), but never so much
+// that the frame would not fit the empty budget.
 func (b *Budget) fairRoom(inflight int64, total int) int64 {
-	k := int64(b.nips.Load())
+	k := b.shares()
 	if k < 2 {
 		return 0
 	}
@@ -135,6 +147,48 @@ func (b *Budget) fairRoom(inflight int64, total int) int64 {
 		return min(fair, b.limit-int64(total))
 	}
 	return 0
+}
+
+// shares is the number of addresses the budget is shared by: those busy
+// (with frames in progress, or waiting to begin one) and one more, for
+// an address that begins to send, when it has connections; 1 while at
+// most one address is busy, which may then have the whole budget: the
+// idle ones' frames wait for it as for any frames that hold the budget,
+// and once one of them waits it is busy too.
+func (b *Budget) shares() int64 {
+	busy := int64(b.nbusy.Load())
+	if busy < 2 {
+		return 1
+	}
+	return min(int64(b.nips.Load()), busy+1)
+}
+
+// settle records whether s is busy now, and reports whether that
+// changed. s.mu is held.
+func (s *ipShare) settle() (changed bool) {
+	busy := s.inflight > 0 || len(s.queue) > 0
+	if busy == s.busy {
+		return false
+	}
+	s.busy = busy
+	if busy {
+		s.b.nbusy.Add(1)
+	} else {
+		s.b.nbusy.Add(-1)
+	}
+	return true
+}
+
+// changed reckons the waiting frames' room again when what s's frames in
+// progress hold changed: every address's when s began or ceased to be
+// busy (the number of shares may have changed), else s's own. s.mu is
+// not held.
+func (s *ipShare) changed(busy bool) {
+	if busy {
+		s.b.addressesChanged()
+	} else {
+		s.heldChanged()
+	}
 }
 
 // addressesChanged reckons the waiting frames' room again (refit).
@@ -169,9 +223,10 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 		s.inflight += int64(need)
 		inflight = s.inflight
 		s.live.Store(inflight)
+		busy := s.settle()
 		s.mu.Unlock()
 		c.rs.ipHeld = need
-		s.heldChanged()
+		s.changed(busy)
 		return inflight, nil
 	}
 	if w.wake == nil {
@@ -179,7 +234,11 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 	}
 	w.need, w.limit, w.granted = int64(need), int64(c.opts.MaxMemoryPerIP), false
 	s.queue = append(s.queue, c)
+	busy := s.settle()
 	s.mu.Unlock()
+	if busy {
+		b.addressesChanged()
+	}
 
 	b.ipWaiting.Add(1)
 	b.ipThrottled.Add(1)
@@ -248,7 +307,6 @@ func (c *Conn) ipDone() {
 // the order they began to wait.
 func (s *ipShare) release(n int64) {
 	s.mu.Lock()
-	defer s.heldChanged()
 	s.inflight -= n
 	for len(s.queue) > 0 {
 		c := s.queue[0]
@@ -266,5 +324,7 @@ func (s *ipShare) release(n int64) {
 		}
 	}
 	s.live.Store(s.inflight)
+	busy := s.settle()
 	s.mu.Unlock()
+	s.changed(busy)
 }
