@@ -531,9 +531,10 @@ func (c *Client) expire() {
 	}
 }
 
-// stuckBehind is expire's look at the response in progress (a Client with
-// a ReplyBudget: transport watches the pace of its responses over 4 KiB)
-// when calls time out: when the same response got no byte between two
+// stuckBehind is expire's look at the response in progress (transport's
+// Reading: every response whose body comes from the network, charged to
+// a ReplyBudget or not) when calls time out: when the same response got
+// no byte between two
 // looks at least max(d, FrameTimeout/10) apart (d: the timeout of a call
 // that just ended), calls are timing out behind a response that stopped,
 // and it returns the error to close the connection with. The floor keeps
@@ -541,7 +542,7 @@ func (c *Client) expire() {
 // packet's retransmission; bytes waiting unread in the socket count as
 // come (this process is late, not the provider). c.mu is held.
 func (c *Client) stuckBehind(now int64, d time.Duration) error {
-	if c.opts.ReplyBudget == nil || d <= 0 {
+	if d <= 0 {
 		return nil
 	}
 	frame, got, unread := c.conn.Reading()

@@ -90,7 +90,13 @@ type Options struct {
 	// (Server.Refused).
 	MaxConns int
 	// FrameTimeout bounds the time from a frame's first byte to its last
-	// (default transport.DefaultFrameTimeout, slow-loris).
+	// (default transport.DefaultFrameTimeout, slow-loris). On a Client,
+	// calls that time out behind a response in progress that got no byte
+	// between two of their timeouts, and for at least a tenth of
+	// FrameTimeout, close the connection (status.ErrConnLost naming the
+	// provider) rather than wait for it: the responses queue behind that
+	// one on the connection. Bytes waiting unread in the socket count as
+	// come.
 	FrameTimeout time.Duration
 	// MaxQueue bounds the memory of the frames queued on a connection and
 	// not yet written, each counted with its whole buffer
@@ -141,11 +147,7 @@ type Options struct {
 	// out while its connection waits says so, and names the limit. While
 	// responses wait, a response far behind the pace its FrameTimeout
 	// implies is cut (transport.ErrSlowFrame, its calls fail with
-	// status.ErrConnLost naming the provider). And calls that time out
-	// behind a response in progress that got no byte between two of
-	// their timeouts, and for at least a tenth of FrameTimeout, close the
-	// connection (status.ErrConnLost naming the provider) rather than
-	// wait for FrameTimeout. Responses of up to
+	// status.ErrConnLost naming the provider). Responses of up to
 	// 4 KiB and requests are not charged. Its limit must hold a frame of
 	// MaxPayload. It must not be a budget a Server of the process charges
 	// (Budget, MaxMemory): a method that calls out while its request

@@ -3,14 +3,15 @@ package exchange_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/minidubbo/minidubbo/exchange"
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/status"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -21,24 +22,8 @@ import (
 // of that body once rest is closed (restSent is closed once it is
 // written); it echoes the later requests after that.
 func partialProvider(t *testing.T, size, part int) (addr string, rest, restSent chan struct{}) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	rest, restSent = make(chan struct{}), make(chan struct{})
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		close(quit)
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	serve := func(nc net.Conn) {
+	a := fakepeer.Listen(t, func(nc net.Conn, quit <-chan struct{}) {
 		defer nc.Close()
 		for n := 0; ; {
 			h, body, err := readFrame(nc)
@@ -73,20 +58,8 @@ func partialProvider(t *testing.T, size, part int) (addr string, rest, restSent 
 				return
 			}
 		}
-	}
-	wg.Go(func() {
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Go(func() { serve(nc) })
-		}
 	})
-	return l.Addr().String(), rest, restSent
+	return a.String(), rest, restSent
 }
 
 // Calls that time out behind a response in progress close the connection
@@ -163,4 +136,64 @@ func TestBytesWaitingUnreadAreNotAStall(t *testing.T) {
 	require.NoError(t, echoes(ctx, c, "after"))
 	require.Equal(t, uint64(6), c.Late(), "the stopped caller's response and the 5 timed out calls'")
 	require.NoError(t, c.Err())
+}
+
+// headerOnlyProvider is a provider on 127.0.0.1 that answers the first
+// request of a connection with the header of a response of length bytes
+// and nothing more, and reads on without answering.
+func headerOnlyProvider(t *testing.T, length int) string {
+	a := fakepeer.Listen(t, func(nc net.Conn, _ <-chan struct{}) {
+		defer nc.Close()
+		for answered := false; ; {
+			h, _, err := readFrame(nc)
+			if err != nil {
+				return
+			}
+			if h.Event || answered {
+				continue
+			}
+			answered = true
+			var hdr [exchange.HeaderSize]byte
+			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(length)}
+			out.Put(hdr[:])
+			if _, err := nc.Write(hdr[:]); err != nil {
+				return
+			}
+		}
+	})
+	return a.String()
+}
+
+// A response of up to 4 KiB (never charged to a ReplyBudget) whose
+// provider sends its header and stalls holds up every call behind it on
+// the connection, as a large one does: calls that time out behind it
+// close the connection once it got no byte for a tenth of FrameTimeout
+// (200 ms here), with or without a ReplyBudget, instead of timing out
+// until FrameTimeout (2 s: about 20 calls of 100 ms) cuts it.
+func TestCallsBehindStalledSmallResponseCloseConnection(t *testing.T) {
+	for _, withBudget := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ReplyBudget=%v", withBudget), func(t *testing.T) {
+			addr := headerOnlyProvider(t, 4<<10-exchange.HeaderSize)
+			opts := &exchange.Options{FrameTimeout: 2 * time.Second}
+			if withBudget {
+				opts.ReplyBudget = transport.NewBudget(0)
+			}
+			ctx := testCtx(t)
+			c := dial(t, addr, opts)
+			timeouts := 0
+			for i := 0; c.Err() == nil; i++ {
+				require.Less(t, i, 15, "still open after %d calls (%d timed out)", i, timeouts)
+				_, err := c.Call(ctx, 100*time.Millisecond, 27, request("x"))
+				var te *status.TimeoutError
+				if errors.As(err, &te) {
+					timeouts++
+					continue
+				}
+				require.ErrorIs(t, err, status.ErrClosed, "call %d", i)
+			}
+			require.NotZero(t, timeouts)
+			require.ErrorIs(t, c.Err(), status.ErrConnLost)
+			require.ErrorContains(t, c.Err(), "provider "+addr+" sent 0 bytes of a response's body and nothing more for at least")
+		})
+	}
 }

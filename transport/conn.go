@@ -169,6 +169,10 @@ type Conn struct {
 	// over 4 KiB, from their header until their body is read; frames it
 	// sends are not charged, and there is no per-IP share.
 	dialed bool
+	// client is set on a connection this process made (Dial, NewConn):
+	// every frame whose body it reads from the network is watched
+	// (paceStart, Reading), charged or not.
+	client bool
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -198,6 +202,7 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 		opts:       o,
 		budget:     b,
 		dialed:     b != nil && counts == nil,
+		client:     counts == nil,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -1133,7 +1138,7 @@ func (c *Conn) frameOf() (*Buffer, error) {
 			}
 			return nil, err
 		}
-		if f != nil {
+		if f != nil || c.client {
 			c.paceStart(n)
 		}
 	} else if rs.ipHeld > 0 {

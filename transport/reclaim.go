@@ -210,11 +210,19 @@ func (b *Budget) reclaim() {
 // none of its bytes arrived for a tenth of its FrameTimeout while frames
 // waited for room (since then): a peer that sent most of a large answer
 // and stopped is not behind its pace, and would hold its charge until
-// FrameTimeout. Bytes waiting in the socket count as arrived. Its seen
-// fields are the body bytes that had arrived at the last look, and when.
+// FrameTimeout. Bytes waiting in the socket count as arrived. Only a
+// charged frame (over 4 KiB) is cut: smaller ones are watched for
+// Reading only, and cutting one gives nothing back. Its seen fields are
+// the body bytes that had arrived at the last look, and when.
 func (b *Budget) stalled(c *Conn, now, since int64) {
 	at := c.partAt.Load()
 	got := uint64(c.arrived.Load())
+	if at != 0 && HeaderSize+c.partSize.Load() <= smallFrame && c.partAt.Load() == at {
+		// Not charged (watched for Reading only): cutting it gives
+		// nothing back.
+		c.seenProgress, c.seenAt = got, now
+		return
+	}
 	if at == 0 || got != c.seenProgress || c.seenAt < max(since, at) {
 		c.seenProgress, c.seenAt = got, now
 		return
@@ -296,7 +304,8 @@ var testHookStuckClosed atomic.Pointer[func(closed int)]
 var testHookPaceLoaded atomic.Pointer[func()]
 
 // paceStart starts the pace of a frame whose body of n bytes is to be
-// read from the network (a Server's connection: it has a budget).
+// read from the network: a frame charged to a budget, or any frame of a
+// connection this process made (Reading).
 func (c *Conn) paceStart(n int) {
 	c.partSize.Store(int64(n))
 	c.arrived.Store(0)
@@ -305,8 +314,9 @@ func (c *Conn) paceStart(n int) {
 }
 
 // Reading reports the frame c is in the middle of reading, when its body
-// comes from the network and its pace is watched (a frame over 4 KiB on a
-// connection with a budget, a Server's or Dial's): a value that differs
+// comes from the network and its pace is watched (any frame on a
+// connection this process made, Dial's or NewConn's, charged to a budget
+// or not; a frame over 4 KiB on a Server's with a budget): a value that differs
 // for each such frame (0: none), the body bytes read so far, and the
 // bytes waiting in the socket's receive buffer that c has not read yet
 // (Linux; 0 elsewhere). Two looks some time apart that see the same frame

@@ -31,6 +31,12 @@ var okReply = []byte{0x01, 0xa2, 'h', 'i', 0x80}
 // okReply. It returns its URL (timeout 100 ms) and how many connections
 // it accepted.
 func stallingProvider(t *testing.T) (*protocol.URL, *atomic.Int32) {
+	return stallingProviderOf(t, exchange.DefaultMaxPayload)
+}
+
+// stallingProviderOf is stallingProvider whose stalled reply declares a
+// body of length bytes.
+func stallingProviderOf(t *testing.T, length int) (*protocol.URL, *atomic.Int32) {
 	var accepted atomic.Int32
 	a := fakepeer.Listen(t, func(nc net.Conn, _ <-chan struct{}) {
 		defer nc.Close()
@@ -45,7 +51,7 @@ func stallingProvider(t *testing.T) (*protocol.URL, *atomic.Int32) {
 			}
 			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(len(okReply))}
 			if stall {
-				out.Length = exchange.DefaultMaxPayload
+				out.Length = uint32(length)
 			}
 			b := make([]byte, exchange.HeaderSize, exchange.HeaderSize+len(okReply))
 			out.Put(b)

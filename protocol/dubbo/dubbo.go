@@ -136,7 +136,11 @@ type Options struct {
 	MaxConnections int
 	// FrameTimeout bounds the time from a frame's first byte to its last
 	// on every connection (default transport.DefaultFrameTimeout, 5 s): a
-	// peer that starts a frame and stalls is cut off (slow-loris).
+	// peer that starts a frame and stalls is cut off (slow-loris). On the
+	// consumer, calls that time out behind an answer that got no byte
+	// for a tenth of it (and between two of their timeouts) close that
+	// connection sooner, and it is dialled again (see
+	// exchange.Options.FrameTimeout).
 	FrameTimeout time.Duration
 	// MaxQueue bounds the memory of the frames queued on one connection
 	// and not yet written, each counted with its whole buffer, on both
@@ -189,11 +193,7 @@ type Options struct {
 	// (Stats.ReplyThrottled counts the waits). While answers wait, one
 	// far behind the pace its FrameTimeout implies is cut
 	// (transport.ErrSlowFrame: its calls fail with status.ErrConnLost
-	// naming the provider; Stats.ReplyReclaimed). Calls that time out
-	// behind an answer over 4 KiB that got no byte between two of their
-	// timeouts, and for at least a tenth of FrameTimeout, close its
-	// connection the same way, and it is dialled again
-	// (one stream: they would wait for FrameTimeout). It is the consumer's
+	// naming the provider; Stats.ReplyReclaimed). It is the consumer's
 	// own, never shared with MaxMemory's (a method that calls out would
 	// wait for memory its own call holds). See
 	// exchange.Options.ReplyBudget.

@@ -239,15 +239,22 @@ func TestMaxReplyMemoryValidated(t *testing.T) {
 	require.ErrorContains(t, err, "MaxReplyMemory")
 }
 
-// TestCallsBehindStalledReplyRedial: a provider declares an 8 MiB reply,
-// sends its header and stalls. Calls to it time out behind that reply;
-// once it got no byte between two calls' timeouts, the connection is
-// closed (its calls fail with ErrConnLost naming the provider, saying
-// why) and dialled again, and calls are answered, long before
-// FrameTimeout (a minute here) would have ended it.
+// TestCallsBehindStalledReplyRedial: a provider declares an 8 MiB reply
+// (or a 4 KiB one, which MaxReplyMemory does not charge), sends its
+// header and stalls. Calls to it time out behind that reply; once it got
+// no byte between two calls' timeouts, the connection is closed (its
+// calls fail with ErrConnLost naming the provider, saying why) and
+// dialled again, and calls are answered, long before FrameTimeout (10 s
+// here) would have ended it.
 func TestCallsBehindStalledReplyRedial(t *testing.T) {
+	for _, length := range []int{exchange.DefaultMaxPayload, 4<<10 - exchange.HeaderSize} {
+		t.Run(strconv.Itoa(length), func(t *testing.T) { callsBehindStalledReplyRedial(t, length) })
+	}
+}
+
+func callsBehindStalledReplyRedial(t *testing.T, length int) {
 	ctx := testCtx(t)
-	u, accepted := stallingProvider(t) // 100 ms calls
+	u, accepted := stallingProviderOf(t, length) // 100 ms calls
 	// The rule needs a tenth of FrameTimeout without a byte: 1 s here.
 	cli := newProtocol(t, &dubbo.Options{FrameTimeout: 10 * time.Second, Reconnect: 10 * time.Millisecond})
 	inv := refer(t, cli, u)
