@@ -358,9 +358,6 @@ func (b *Budget) push(w *budgetWaiter) {
 	if w.self {
 		b.selfQd++
 	}
-	if w.ip != nil {
-		w.ip.queued.Add(1)
-	}
 	heap.Push(&b.queue, w)
 }
 
@@ -386,9 +383,6 @@ func (b *Budget) remove(w *budgetWaiter) {
 	w.queued = false
 	if w.self {
 		b.selfQd--
-	}
-	if w.ip != nil {
-		w.ip.queued.Add(-1)
 	}
 	if b.reserved == w {
 		b.reserved = nil
@@ -636,8 +630,18 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64, again bool)
 	// sees this connection waiting or made its room before the
 	// connection tries (and the same for wakeSmall and held).
 	b.waiters.Add(1)
+	// The same for its address's share: a change of what the address's
+	// frames in progress hold from now on either refits it (once queued)
+	// or is seen when its room is reckoned below.
+	ip := w.ip
+	if ip != nil {
+		ip.queued.Add(1)
+	}
 	c.smallWait.Store(w.small)
 	defer func() {
+		if ip != nil {
+			ip.queued.Add(-1)
+		}
 		c.smallWait.Store(false)
 		b.done()
 		if counted {
@@ -655,6 +659,12 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64, again bool)
 		b.mu.Lock()
 		granted := w.granted
 		w.granted = false
+		if ip != nil && !granted && !w.queued && !w.whole {
+			// Reckoned when its header was read: its address's other
+			// frames may have ended (or begun) since, and no refit saw
+			// this frame, not queued yet.
+			w.room = b.fairRoom(ip.live.Load(), total)
+		}
 		switch {
 		case granted:
 		case w.queued:

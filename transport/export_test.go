@@ -70,6 +70,14 @@ func OnStuckClosed(f func(closed int)) (undo func()) {
 	return func() { testHookStuckClosed.Store(nil) }
 }
 
+// OnIPTaken has f run, until the returned func is called, on the reading
+// role of each frame that took its address's share at once, with its
+// size, before the frame is charged to the budget.
+func OnIPTaken(f func(need int)) (undo func()) {
+	testHookIPTaken.Store(&f)
+	return func() { testHookIPTaken.Store(nil) }
+}
+
 // IPShares describes the address shares b keeps ("" for none).
 func IPShares(b *Budget) string {
 	b.ipmu.Lock()

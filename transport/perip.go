@@ -60,8 +60,9 @@ type ipShare struct {
 
 	// live is inflight, for the budget's refit (under the budget's mu,
 	// not s.mu); queued counts the frames of s's in progress that wait
-	// in the budget's queue (changed under its mu): only while some do
-	// does a change of inflight reckon their room again.
+	// for the budget (budgetWait, from before their room is reckoned
+	// there): only while some do does a change of inflight reckon their
+	// room again.
 	live   atomic.Int64
 	queued atomic.Int32
 }
@@ -227,6 +228,9 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 		s.mu.Unlock()
 		c.rs.ipHeld = need
 		s.changed(busy)
+		if h := testHookIPTaken.Load(); h != nil {
+			(*h)(need)
+		}
 		return inflight, nil
 	}
 	if w.wake == nil {
@@ -286,6 +290,10 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 		return 0, c.Err()
 	}
 }
+
+// testHookIPTaken, when set (tests), runs on the reading role when a
+// frame took its address's share at once, before it is charged.
+var testHookIPTaken atomic.Pointer[func(need int)]
 
 // waited reports whether a frame waits for room in s.
 func (s *ipShare) waited() bool {
