@@ -96,7 +96,10 @@ const smallFrame = 4 << 10
 // leave room for an address with little in progress, which does not wait
 // for the reclaimer to cut them. Idle addresses do not count: an address
 // busy alone has the whole budget (the first frame of another then waits
-// for what it holds as for any frames that hold the budget).
+// for what it holds as for any frames that hold the budget). On a budget
+// given to Dial, the share is a peer's (address and port), and the limit
+// is over the peers connected, idle or not: a consumer's providers may
+// each answer any time (no MaxMemoryPerIP bound there).
 //
 // So the memory held stays under the limit, plus what answers queued
 // while it was reached, plus up to 4 KiB and an answer per connection.
@@ -122,11 +125,12 @@ type Budget struct {
 	smallSpent atomic.Int64
 	reclaimed  atomic.Uint64
 
-	// The shares of the remote IP addresses (perip.go): ipmu guards ips
-	// and the shares' refs; ipWaiting counts the connections waiting
-	// for room in theirs.
+	// The shares of the remote IP addresses (perip.go; of the peers'
+	// addresses and ports, for a Dial's budget): ipmu guards ips and the
+	// shares' refs; ipWaiting counts the connections waiting for room in
+	// theirs.
 	ipmu        sync.Mutex
-	ips         map[netip.Addr]*ipShare
+	ips         map[netip.AddrPort]*ipShare
 	nips        atomic.Int32 // len(ips): the addresses with connections
 	nbusy       atomic.Int32 // the shares busy (ipShare.busy)
 	ipWaiting   atomic.Int32

@@ -224,8 +224,8 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 	}
 	if b != nil {
 		c.tlsWrites = writesUnder(nc)
-		if !c.dialed && int64(o.MaxMemoryPerIP) < b.limit {
-			c.ip = b.shareOf(nc)
+		if c.dialed || int64(o.MaxMemoryPerIP) < b.limit {
+			c.ip = b.shareOf(nc, c.dialed)
 		}
 		b.register(c)
 	}

@@ -110,8 +110,13 @@ type Options struct {
 	// the connection stops reading until frames in progress elsewhere
 	// end, as on a Server (including the reclaimer, which closes a frame
 	// far behind its pace while others wait: ErrSlowFrame). Frames of up
-	// to 4 KiB and the frames sent are not charged, and there is no share
-	// per IP address (MaxMemoryPerIP). A budget is a Server's or Dial's,
+	// to 4 KiB and the frames sent are not charged, and MaxMemoryPerIP
+	// bounds nothing; but each peer (address and port: a provider) has a
+	// fair share, the limit over the peers connected, as an address has
+	// on a Server (see Budget): a peer's frame that would put its frames
+	// in progress over it is charged only while it leaves a share free,
+	// so one peer's stalled answers do not hold the room the others'
+	// need. A budget is a Server's or Dial's,
 	// never both (Dial refuses a Server's, and Serve returns an error for
 	// one Dial charges): a handler that calls out while its request holds
 	// memory could then wait for its own memory.

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -48,7 +49,7 @@ const DefaultMaxMemoryPerIP = DefaultMaxMemory / 8
 // remote IP address hold of a budget.
 type ipShare struct {
 	b    *Budget
-	addr netip.Addr
+	addr netip.AddrPort
 	refs int // connections registered with it (Budget.ipmu)
 
 	mu       sync.Mutex
@@ -82,20 +83,25 @@ type ipWaiter struct {
 func (b *Budget) ThrottledByIP() uint64 { return b.ipThrottled.Load() }
 
 // shareOf returns the share of nc's remote IP address, counting nc in
-// it; nil when nc has none (not TCP).
-func (b *Budget) shareOf(nc net.Conn) *ipShare {
+// it; nil when nc has none (not TCP). A dialed connection's share is its
+// peer's, address and port: one provider's, for the fair share of the
+// answers of a consumer's providers (no MaxMemoryPerIP bound).
+func (b *Budget) shareOf(nc net.Conn, dialed bool) *ipShare {
 	ta, ok := nc.RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return nil
 	}
-	a, ok := netip.AddrFromSlice(ta.IP)
+	ip, ok := netip.AddrFromSlice(ta.IP)
 	if !ok {
 		return nil
 	}
-	a = a.Unmap()
+	a := netip.AddrPortFrom(ip.Unmap(), 0)
+	if dialed {
+		a = netip.AddrPortFrom(a.Addr(), uint16(ta.Port))
+	}
 	b.ipmu.Lock()
 	if b.ips == nil {
-		b.ips = map[netip.Addr]*ipShare{}
+		b.ips = map[netip.AddrPort]*ipShare{}
 	}
 	s := b.ips[a]
 	added := s == nil
@@ -157,6 +163,10 @@ func (b *Budget) fairRoom(inflight int64, total int) int64 {
 // idle ones' frames wait for it as for any frames that hold the budget,
 // and once one of them waits it is busy too.
 func (b *Budget) shares() int64 {
+	if b.role.Load() == roleDialed {
+		// A consumer's providers: each may answer any time.
+		return int64(b.nips.Load())
+	}
 	busy := int64(b.nbusy.Load())
 	if busy < 2 {
 		return 1
@@ -219,8 +229,12 @@ func (s *ipShare) heldChanged() {
 // ipDone gives it back.
 func (c *Conn) ipTake(need int) (inflight int64, err error) {
 	s, w, b := c.ip, &c.ipw, c.budget
+	limit := int64(c.opts.MaxMemoryPerIP)
+	if c.dialed {
+		limit = math.MaxInt64 // a provider's share bounds nothing
+	}
 	s.mu.Lock()
-	if len(s.queue) == 0 && (s.inflight == 0 || s.inflight+int64(need) <= int64(c.opts.MaxMemoryPerIP)) {
+	if len(s.queue) == 0 && (s.inflight == 0 || s.inflight+int64(need) <= limit) {
 		s.inflight += int64(need)
 		inflight = s.inflight
 		s.live.Store(inflight)
@@ -236,7 +250,7 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
 	}
-	w.need, w.limit, w.granted = int64(need), int64(c.opts.MaxMemoryPerIP), false
+	w.need, w.limit, w.granted = int64(need), limit, false
 	s.queue = append(s.queue, c)
 	busy := s.settle()
 	s.mu.Unlock()

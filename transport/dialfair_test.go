@@ -1,0 +1,129 @@
+package transport_test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minidubbo/minidubbo/transport"
+)
+
+// fakeProvider listens on ip (a loopback address) and runs serve for each
+// connection it accepts; when the test ends the listener and the
+// connections are closed and serve's goroutines waited for.
+func fakeProvider(t *testing.T, ip string, serve func(nc net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			wg.Go(func() { serve(nc) })
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// answers hands the frames a dialed connection reads to a channel.
+type answers chan *transport.Buffer
+
+func (a answers) Serve(_ *transport.Conn, f *transport.Buffer) { a <- f }
+func (answers) Closed(*transport.Conn, error)                  {}
+
+// TestDialedFairSharePerProvider: a consumer's budget of 4 MiB for the
+// answers in progress of its two providers (a fair share: 2 MiB each). A
+// hostile provider at 127.0.0.2, dialed twice, begins a 2 MiB answer to a
+// call on each connection and stalls; an honest one at 127.0.0.3 answers
+// 40 calls with 64 KiB each meanwhile. The hostile provider's second answer would
+// put it over its share, so it must leave a share free: it waits, and the
+// honest answers are read without a wait for the budget. (Before, the
+// two stalled answers held the whole budget, and the honest answers
+// waited until the reclaimer cut them, a tenth of FrameTimeout later.)
+func TestDialedFairSharePerProvider(t *testing.T) {
+	ctx := testCtx(t)
+	const big = 2 << 20
+	// readCall reads a call's frame from nc and returns its id.
+	readCall := func(nc net.Conn) (uint64, bool) {
+		hdr := make([]byte, transport.HeaderSize)
+		if _, err := io.ReadFull(nc, hdr); err != nil {
+			return 0, false
+		}
+		_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(hdr[12:16])))
+		return binary.BigEndian.Uint64(hdr[4:12]), err == nil
+	}
+	hostile := fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
+		if id, ok := readCall(nc); ok {
+			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
+				_, _ = io.Copy(io.Discard, nc) // until closed
+			}
+		}
+	})
+	honest := fakeProvider(t, "127.0.0.3", func(nc net.Conn) {
+		for {
+			id, ok := readCall(nc)
+			if !ok {
+				return
+			}
+			if _, err := nc.Write(wholeFrame(id, 64<<10)); err != nil {
+				return
+			}
+		}
+	})
+	b := transport.NewBudget(4 << 20)
+	opts := &transport.Options{Budget: b, MaxPayload: big, FrameTimeout: 10 * time.Second}
+	var hs []*transport.Conn
+	for range 2 {
+		c, err := transport.Dial(ctx, hostile, answers(make(chan *transport.Buffer, 1)), opts)
+		require.NoError(t, err)
+		defer c.Close()
+		hs = append(hs, c)
+	}
+	got := answers(make(chan *transport.Buffer, 1))
+	c, err := transport.Dial(ctx, honest, got, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, h := range hs {
+		require.NoError(t, h.Send(frame(1, "call")))
+	}
+	// Both hostile answers are charged, or one is and the other waits.
+	require.Eventually(t, func() bool { return b.Used() == 2*big || b.Used() == big && (hs[0].Throttled() || hs[1].Throttled()) },
+		10*time.Second, time.Millisecond, "the hostile answers begun: %s", transport.BudgetState(b))
+	before := b.Throttled()
+	for i := range 40 {
+		require.NoError(t, c.Send(frame(uint64(i), "call")))
+		select {
+		case f := <-got:
+			require.Len(t, f.B, transport.HeaderSize+64<<10)
+			f.Release()
+		case <-ctx.Done():
+			t.Fatalf("answer %d not read: %s", i, transport.BudgetState(b))
+		}
+	}
+	require.Equal(t, before, b.Throttled(), "honest answers waited for the budget")
+	require.Equal(t, uint64(1), before, "the hostile provider's second answer waited for room")
+}
