@@ -241,7 +241,7 @@ func TestGateReleasedBySettleOrClose(t *testing.T) {
 		got <- answer{xid, zxid, err}
 	}()
 	waitHeld(t, held, c)
-	socks.release()
+	socks.release(0)
 	if a := waitAnswer(t, got); a.err != nil || a.xid != 3 {
 		t.Fatalf("after release: %+v, want xid 3", a)
 	}
@@ -379,7 +379,7 @@ func codeFrame(xid, code int32) []byte {
 func TestGateCountsWatchRequests(t *testing.T) {
 	socks := &sockets{}
 	c, srv := gatePair(t, socks, nil)
-	socks.release()
+	socks.release(0)
 	kc, ke := watchKey{opGetChildren2, "/a"}, watchKey{opExists, "/b"}
 	for _, k := range []watchKey{kc, kc, ke, ke} {
 		socks.watchBegin(k)
@@ -437,5 +437,101 @@ func TestGateCountsWatchRequests(t *testing.T) {
 	socks.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d keys still counted after every call returned", left)
+	}
+}
+
+// A session settled with no watch held lets answers through at once.
+// Once one of them added a watch (go-zookeeper's sendSetWatches may then
+// read its last zxid), the answers after it carry no zxid, so that the
+// receive loop writes none, until the SetWatches packet is written or the
+// time given to release has passed. The watch answer itself keeps its
+// zxid (written before the watch is added, under the lock sendSetWatches
+// takes).
+func TestGateZeroesZxidAfterWatchUntilSetWatches(t *testing.T) {
+	read := func(c net.Conn) answer {
+		t.Helper()
+		got := make(chan answer, 1)
+		go func() {
+			xid, zxid, err := readFrame(c)
+			got <- answer{xid, zxid, err}
+		}()
+		return waitAnswer(t, got)
+	}
+	send := func(srv net.Conn, f []byte) {
+		t.Helper()
+		if _, err := srv.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// watchCall writes a registry ExistsW request on c.
+	watchCall := func(socks *sockets, c *handshakeConn, srv net.Conn, xid int32) {
+		t.Helper()
+		socks.watchBegin(watchKey{opExists, "/s"})
+		p := watchPacket(xid, opExists, "/s", true)
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(srv, make([]byte, len(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withZxid := func(f []byte, zxid int64) []byte {
+		binary.BigEndian.PutUint64(f[8:16], uint64(zxid))
+		return f
+	}
+	socks := &sockets{}
+	c, srv := gatePair(t, socks, nil)
+	socks.release(time.Hour)
+	send(srv, frame(3, 5, 4))
+	if a := read(c); a.err != nil || a.xid != 3 || a.zxid != 5 {
+		t.Fatalf("answer before any watch: %+v, want xid 3, zxid 5", a)
+	}
+	watchCall(socks, c, srv, 4)
+	send(srv, withZxid(codeFrame(4, errNoNode), 6))
+	if a := read(c); a.err != nil || a.xid != 4 || a.zxid != 6 {
+		t.Fatalf("the answer adding a watch: %+v, want xid 4, zxid 6", a)
+	}
+	send(srv, frame(5, 7, 4))
+	if a := read(c); a.err != nil || a.xid != 5 || a.zxid != 0 {
+		t.Fatalf("answer after a watch was added: %+v, want xid 5, zxid 0", a)
+	}
+	send(srv, frame(-1, 8, 4)) // a watch event: not a request's
+	if a := read(c); a.err != nil || a.xid != -1 || a.zxid != 8 {
+		t.Fatalf("watch event: %+v, want xid -1, zxid 8 (untouched)", a)
+	}
+	if _, err := c.Write(request(6, opSetWatches)); err != nil {
+		t.Fatal(err)
+	}
+	send(srv, frame(6, 9, 0))
+	if a := read(c); a.err != nil || a.xid != 6 || a.zxid != 9 {
+		t.Fatalf("answer after the SetWatches packet: %+v, want xid 6, zxid 9", a)
+	}
+	if n := c.zeroed.Load(); n != 1 {
+		t.Fatalf("%d answers zeroed, want 1", n)
+	}
+
+	// Once the time has passed, zxids pass too.
+	socks2 := &sockets{}
+	c2, srv2 := gatePair(t, socks2, nil)
+	socks2.release(time.Nanosecond)
+	watchCall(socks2, c2, srv2, 1)
+	send(srv2, codeFrame(1, 0))
+	read(c2)
+	send(srv2, frame(2, 8, 0))
+	if a := read(c2); a.err != nil || a.xid != 2 || a.zxid != 8 {
+		t.Fatalf("answer after the zero time: %+v, want xid 2, zxid 8", a)
+	}
+	// Released by the SetWatches packet: nothing zeroed.
+	socks3 := &sockets{}
+	c3, srv3 := gatePair(t, socks3, nil)
+	if _, err := c3.Write(request(1, opSetWatches)); err != nil {
+		t.Fatal(err)
+	}
+	watchCall(socks3, c3, srv3, 2)
+	send(srv3, codeFrame(2, 0))
+	read(c3)
+	send(srv3, frame(3, 9, 0))
+	if a := read(c3); a.err != nil || a.xid != 3 || a.zxid != 9 {
+		t.Fatalf("answer after the SetWatches packet: %+v, want xid 3, zxid 9", a)
 	}
 }

@@ -1,8 +1,11 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,4 +110,99 @@ func TestSentinelRearmed(t *testing.T) {
 		t.Fatalf("session %x kept; want a new one (the server expired it)", sid)
 	}
 	reconnect("reconnect of the new session")
+}
+
+// A new session (after an expiry) holds no watch: go-zookeeper dropped
+// them all, the sentinel's too. A watch call queued while no connection
+// was up is written first on the new session's connection, and its answer
+// may add a watch before go-zookeeper decides, unseen, whether to re-send
+// any. The session used to wait settleFallback then (a guess; an hour
+// here, so the test would time out); now it settles at once and the
+// answers handed over before the fallback's time carry no zxid, so that
+// go-zookeeper's receive loop writes none while it may be read.
+func TestQueuedWatchCallOnNewSessionSettlesAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	noFallback(t)
+	r, px, direct := proxiedRegistryWith(t, 2*time.Second)
+	zc := zktest.Client(t, direct)
+	conn, sid := readyWithSentinel(ctx, t, r)
+	const iface = "test.NewSession"
+	u := protocol.NewURL("dubbo", "127.0.0.1", 20622, iface, map[string]string{protocol.KeyInterface: iface})
+	if err := r.Register(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	node := r.NodePath(u)
+	px.Block()
+	waitUntil(ctx, t, "session expired on the server", func() bool {
+		ok, _, err := zc.Exists(node)
+		return err == nil && !ok
+	})
+
+	type result struct {
+		ch  <-chan zk.Event
+		err error
+	}
+	res := make(chan result, 1)
+	var once sync.Once
+	dial := func() {
+		if conn.SessionID() != 0 {
+			return // not yet told the session expired
+		}
+		once.Do(func() {
+			// go-zookeeper fails the requests queued before each round of
+			// dials; one queued now is written first on the new session.
+			go func() {
+				_, ch, err := r.childrenW(conn, "/zookeeper")
+				res <- result{ch, err}
+			}()
+			buf := make([]byte, 1<<20)
+			waitUntil(ctx, t, "watch call queued", func() bool { return queuedBy(buf, "(*Registry).childrenW") })
+		})
+	}
+	testHookDial.Store(&dial)
+	t.Cleanup(func() { testHookDial.Store(nil) })
+	px.Unblock()
+	var got result
+	select {
+	case got = <-res:
+	case <-ctx.Done():
+		t.Fatal("the queued watch call did not return (the new session waits for the fallback)")
+	}
+	if got.err != nil || got.ch == nil {
+		t.Fatalf("watch call: channel %v, %v; want a channel", got.ch != nil, got.err)
+	}
+	_, sid2 := readyWithSentinel(ctx, t, r)
+	if sid2 == sid {
+		t.Fatalf("session %x kept; want a new one (the server expired it)", sid)
+	}
+	fallbackUnused(t, r)
+	if n := r.settleZeroed.Load(); n == 0 {
+		t.Fatal("no session settled with zxids cleared")
+	}
+	r.mu.Lock()
+	socks := r.socks
+	r.mu.Unlock()
+	socks.mu.Lock()
+	var zeroed uint64
+	for hc := range socks.open {
+		zeroed += hc.zeroed.Load()
+	}
+	socks.mu.Unlock()
+	if zeroed == 0 {
+		t.Fatal("no answer handed over with its zxid cleared on the new session's connection")
+	}
+}
+
+// queuedBy reports whether a goroutine whose stack holds fn waits in
+// go-zookeeper for the answer to a request it queued (buf holds the
+// goroutines' stacks).
+func queuedBy(buf []byte, fn string) bool {
+	n := runtime.Stack(buf, true)
+	for g := range bytes.SplitSeq(buf[:n], []byte("\n\n")) {
+		if bytes.Contains(g, []byte("zk.(*Conn).request(")) && bytes.Contains(g, []byte(fn)) {
+			return true
+		}
+	}
+	return false
 }

@@ -124,12 +124,12 @@ type Registry struct {
 	oversizedResp  atomic.Uint64
 	refusedRedials atomic.Uint64
 
-	// settleGuesses counts sessions settled by settleFallback while a
-	// watch request was in flight (go-zookeeper gives no sign whether it
-	// re-sends watches then); settleFallbacks those settled by it although
-	// the registry counted a watch held (the counts were wrong: a warning).
-	settleGuesses   atomic.Uint64
+	// settleFallbacks counts sessions settled by settleFallback although
+	// the registry counted a watch held (the counts were wrong: a
+	// warning); settleZeroed those settled with no watch held, whose
+	// answers then carry no zxid for a while (see handshakeConn.read).
 	settleFallbacks atomic.Uint64
+	settleZeroed    atomic.Uint64
 
 	// sentinelPath is a node nobody creates, on which the registration
 	// loop keeps an existence watch (see armSentinel); sentinelCh is that
@@ -168,12 +168,13 @@ var _ registry.Registry = (*Registry)(nil)
 // the calls in flight whose answers added one, which the connections
 // count (see trySettleLocked). The registry always keeps one watch, on a
 // node nobody creates (see armSentinel), so that the packet always comes
-// when a session is re-established. settleFallback lets the requests go
-// when a watch call's request was still unanswered and no watch was known
-// to be held (a new session, or the sentinel not armed: go-zookeeper
-// gives no sign whether it re-sends watches then), or should the packet
-// not come although the counts said a watch was held (logged as a
-// warning).
+// when a session is re-established. When no watch is held (a new session:
+// go-zookeeper drops them all when one expires), the session settles at
+// once, but for settleFallback after it came up the answers handed to
+// go-zookeeper carry no zxid, so that its receive loop writes none while
+// sendSetWatches may still be reading it (see handshakeConn.read).
+// settleFallback also lets the requests go should the packet not come
+// although the counts said a watch was held (logged as a warning).
 //
 // A request go-zookeeper queued before a disconnect is no request the
 // registry can hold: the library writes it first on the new connection.
@@ -343,6 +344,9 @@ func (z zkLogger) Printf(format string, args ...any) {
 // nil) is called when a SetWatches packet is written on one.
 func handshakeDialer(limit time.Duration, socks *sockets, onSetWatches func()) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if h := testHookDial.Load(); h != nil {
+			(*h)()
+		}
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
@@ -500,15 +504,16 @@ func (s *sockets) close() {
 }
 
 // release lets the answers through on every open connection (see
-// handshakeConn.Read): the session settled.
-func (s *sockets) release() {
+// handshakeConn.Read): the session settled. For zero from now (if
+// positive) their zxid is cleared.
+func (s *sockets) release(zero time.Duration) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.open {
-		c.release()
+		c.release(zero)
 	}
 }
 
@@ -537,13 +542,20 @@ type handshakeConn struct {
 	// session settled (release), closing when the connection is closed
 	// (shut); open tells that gate is closed. auths are the xids of the
 	// credentials packets written whose answers have not come.
-	gate      chan struct{}
-	closing   chan struct{}
-	open      atomic.Bool
-	gateOnce  sync.Once
-	closeOnce sync.Once
-	authMu    sync.Mutex
-	auths     []int32
+	gate    chan struct{}
+	closing chan struct{}
+	open    atomic.Bool
+	// zeroTill is when (on zeroClock) answers stop having their zxid
+	// cleared (0: they are not; see release); zeroed counts those
+	// cleared. watchAdded (the reading goroutine's): an answer that adds
+	// a watch was handed over.
+	zeroTill   atomic.Int64
+	zeroed     atomic.Uint64
+	watchAdded bool
+	gateOnce   sync.Once
+	closeOnce  sync.Once
+	authMu     sync.Mutex
+	auths      []int32
 	// watchReqs are the registry's watch requests written on this
 	// connection and not answered yet, by xid (under socks.mu); nWatchReqs
 	// is their number.
@@ -567,7 +579,8 @@ type handshakeConn struct {
 // settle, but a request go-zookeeper queued before a disconnect is written
 // at once on the new connection. So, until the session settled (the
 // SetWatches packet is written, which go-zookeeper queues only after it
-// read the zxid, or the registry knows none is coming), an answer to a
+// read the zxid, or the registry knows no watch is held: then the
+// answers carry no zxid for a while, see release), an answer to a
 // request other than credentials (whose answers resendZkAuth waits for
 // before the send loop runs) is held back, and the bytes after it with
 // it: the stream is ordered. Pings and watch events ahead of it pass.
@@ -631,11 +644,26 @@ func (c *handshakeConn) read(p []byte) (int, error) {
 			return 0, net.ErrClosed
 		}
 	}
-	if xid >= 0 && c.nWatchReqs.Load() > 0 {
-		c.sawAnswer(xid, int32(binary.BigEndian.Uint32(c.hdr[16:20])))
+	if xid >= 0 {
+		if z := c.zeroTill.Load(); z != 0 && c.watchAdded {
+			if zeroClock() < z {
+				clear(c.hdr[8:16])
+				c.zeroed.Add(1)
+			} else {
+				c.zeroTill.CompareAndSwap(z, 0)
+			}
+		}
+		if c.nWatchReqs.Load() > 0 && c.sawAnswer(xid, int32(binary.BigEndian.Uint32(c.hdr[16:20]))) {
+			c.watchAdded = true
+		}
 	}
 	return c.read(p)
 }
+
+// zeroEpoch and zeroClock: a monotonic clock in nanoseconds.
+var zeroEpoch = time.Now()
+
+func zeroClock() int64 { return int64(time.Since(zeroEpoch)) }
 
 // answerAddsWatch reports whether go-zookeeper (v1.0.4) adds a watch when
 // it reads an answer with error code code to a watch request with opcode
@@ -672,24 +700,27 @@ func (c *handshakeConn) sawWatchRequest(xid int32, k watchKey) {
 
 // sawAnswer records the answer to request xid, handed to go-zookeeper now
 // with error code code, if it is a watch request's.
-func (c *handshakeConn) sawAnswer(xid, code int32) {
+// It reports whether the answer adds a watch in go-zookeeper.
+func (c *handshakeConn) sawAnswer(xid, code int32) bool {
 	s := c.socks
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := c.watchReqs[xid]
 	if !ok {
-		return
+		return false
 	}
 	delete(c.watchReqs, xid)
 	c.nWatchReqs.Add(-1)
+	adds := answerAddsWatch(k.op, code)
 	if w := s.calls[k]; w != nil && w.live > 0 {
 		w.live--
-		if answerAddsWatch(k.op, code) {
+		if adds {
 			w.added++
 		} else {
 			w.none++
 		}
 	}
+	return adds
 }
 
 // lostWatchRequests records that the watch requests written on c will not
@@ -727,6 +758,10 @@ func watchRequest(op int32, b []byte) (watchKey, bool) {
 	return watchKey{op, string(b[16 : 16+n])}, true
 }
 
+// testHookDial, when set (tests), runs before go-zookeeper's dial (on its
+// connecting goroutine).
+var testHookDial atomic.Pointer[func()]
+
 // testHookGateHeld, when set (tests), runs when a Read holds an answer
 // back (see handshakeConn.Read).
 var testHookGateHeld atomic.Pointer[func(*handshakeConn)]
@@ -752,12 +787,28 @@ func (c *handshakeConn) authAnswer(xid int32) bool {
 	return false
 }
 
-// release opens the read gate (see Read).
-func (c *handshakeConn) release() {
+// release opens the read gate (see Read). For zero from now (if
+// positive; it is not when the SetWatches packet opens it), or until a
+// SetWatches packet is written, the answers handed over after one that
+// adds a watch carry no zxid. go-zookeeper (v1.0.4) writes its last zxid
+// only for an answer whose zxid is above 0. sendSetWatches reads it only
+// if it holds a watch, that is after the receive loop added the first one
+// (its zxid written before, under the watch lock both take), and then
+// always writes a SetWatches packet: so the receive loop writes no zxid
+// that sendSetWatches may be reading (see trySettleLocked), provided the
+// packet comes within zero when it does. The cost is a last zxid that
+// lags for at most that long after the first watch: a reconnect then
+// tells the server an older one (a weaker check that the server has not
+// gone back in time) and re-sends watches from it (they may fire for
+// changes already listed).
+func (c *handshakeConn) release(zero time.Duration) {
 	if c.gate == nil {
 		return
 	}
 	c.gateOnce.Do(func() {
+		if zero > 0 {
+			c.zeroTill.Store(zeroClock() + int64(zero))
+		}
 		c.open.Store(true)
 		close(c.gate)
 	})
@@ -802,7 +853,8 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 					c.onSetWatches()
 				}
 				// go-zookeeper read its last zxid before it queued this.
-				c.release()
+				c.zeroTill.Store(0)
+				c.release(0)
 			}
 		}
 	}
@@ -958,32 +1010,40 @@ var testHookSession atomic.Pointer[func(*Registry)]
 //
 // A call whose request is not written yet (queued while the connection
 // was down: go-zookeeper writes it first on the new one) or not answered
-// yet is the case no count decides. Its answer is held until the session
-// settles; go-zookeeper decides whether to re-send watches on another
-// goroutine (sendSetWatches, after the callback that reports the session)
-// and gives no sign when it decided none: were the answer let through
-// before that, it could add a watch that go-zookeeper then re-sends,
-// reading its last zxid while the receive loop writes it (the race the
-// gate is for). The reconnect sentinel (armSentinel) takes that case away
-// when a session is re-established: a watch is held, the packet comes.
-// Left to settleFallback: a new session (go-zookeeper dropped every watch
-// when the old one expired) and a reconnect while the sentinel was not
-// armed (it fired, or the session had just begun).
+// yet is the case no count decides: go-zookeeper decides whether to
+// re-send watches on another goroutine (sendSetWatches, after the
+// callback that reports the session) and gives no sign when it decided
+// none. Were its answer handed over before that, it could add a watch
+// that go-zookeeper then re-sends, reading its last zxid while the
+// receive loop writes it (the race the gate is for); so could the answer
+// to a watch call that the settle's own kick starts. The reconnect
+// sentinel (armSentinel) takes that case away when a session is
+// re-established: a watch is held, the packet comes. With no watch held
+// (a new session: go-zookeeper dropped every watch when the old one
+// expired; or the sentinel not armed) the session settles at once, and
+// the answers handed over within settleFallback of the session's coming
+// up carry no zxid: the receive loop writes none, whatever sendSetWatches
+// does meanwhile (see handshakeConn.read).
 func (r *Registry) trySettleLocked() {
 	if r.settled || !r.hasSession || r.closed {
 		return
 	}
+	var zero time.Duration
 	if r.seenSetW == r.settleMark {
 		r.pruneWatchesLocked()
 		if len(r.watches) > 0 {
 			return // settled when the SetWatches packet is written
 		}
-		added, pending := r.socks.watchState()
+		added, _ := r.socks.watchState()
 		if added > 0 {
 			return // the same (or the call returns a channel that fired)
 		}
-		if pending > 0 {
-			return // settled when the SetWatches packet is written, or late
+		// No watch held: go-zookeeper may be about to decide that it
+		// re-sends none, or (an answer handed over first adding one) to
+		// read its zxid for the packet. Answers carry none meanwhile.
+		zero = settleFallbackFor() - time.Since(r.upAt)
+		if zero > 0 {
+			r.settleZeroed.Add(1)
 		}
 	}
 	r.settled = true
@@ -991,7 +1051,7 @@ func (r *Registry) trySettleLocked() {
 		r.settle.Stop()
 		r.settle = nil
 	}
-	r.socks.release()
+	r.socks.release(zero)
 	r.kickAllLocked()
 }
 
@@ -1016,21 +1076,12 @@ func (r *Registry) settleLate(gen uint64) {
 	after := settleFallbackFor()
 	r.pruneWatchesLocked()
 	added, pending := r.socks.watchState()
-	if len(r.watches) == 0 && added == 0 && pending > 0 {
-		// A watch call in flight whose request may yet be answered on this
-		// connection: go-zookeeper gives no sign of having decided not to
-		// re-send watches (see trySettleLocked).
-		r.settleGuesses.Add(1)
-		r.log.Info("zookeeper: a watch request was in flight when the session came back and no SetWatches was seen; going on",
-			zap.Duration("after", after), zap.Int("requests", pending))
-	} else {
-		// The counts said go-zookeeper holds a watch: it would have
-		// re-sent it. Reachable only if they are wrong (an answer that
-		// did not decode, say).
-		r.settleFallbacks.Add(1)
-		r.log.Warn("zookeeper: the registry counted watches held after the session came back, but go-zookeeper re-sent none; going on",
-			zap.Duration("after", after), zap.Int("watches", len(r.watches)), zap.Int("answered_calls", added), zap.Int("requests", pending))
-	}
+	// The counts said go-zookeeper holds a watch (a session with none
+	// settles at once): it would have re-sent it. Reachable only if they
+	// are wrong (an answer that did not decode, say).
+	r.settleFallbacks.Add(1)
+	r.log.Warn("zookeeper: the registry counted watches held after the session came back, but go-zookeeper re-sent none; going on",
+		zap.Duration("after", after), zap.Int("watches", len(r.watches)), zap.Int("answered_calls", added), zap.Int("requests", pending))
 	r.seenSetW++ // as if it came
 	r.trySettleLocked()
 }
