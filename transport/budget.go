@@ -129,10 +129,13 @@ type Budget struct {
 	// addresses and ports, for a Dial's budget): ipmu guards ips and the
 	// shares' refs; ipWaiting counts the connections waiting for room in
 	// theirs.
-	ipmu        sync.Mutex
-	ips         map[netip.AddrPort]*ipShare
-	nips        atomic.Int32 // len(ips): the addresses with connections
-	nbusy       atomic.Int32 // the shares busy (ipShare.busy)
+	ipmu  sync.Mutex
+	ips   map[netip.AddrPort]*ipShare
+	nips  atomic.Int32 // len(ips): the addresses with connections
+	nbusy atomic.Int32 // the shares busy (ipShare.busy)
+	// refitDue: the number of busy shares changed while frames waited;
+	// the reclaimer's next look reckons their room again (refit).
+	refitDue    atomic.Bool
 	ipWaiting   atomic.Int32
 	ipThrottled atomic.Uint64
 

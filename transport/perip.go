@@ -35,8 +35,11 @@ import (
 // waits behind the frames of addresses under theirs: an address with
 // little in progress finds room while many addresses hold much, instead
 // of waiting for the reclaimer to cut one of them. The room is reckoned
-// again for the waiting frames when the number of shares changes, and
-// for those of an address when what its frames in progress hold does (one
+// again for the waiting frames when the number of shares changes (at
+// once when an address connects or leaves; at the reclaimer's next look,
+// a twentieth of FrameTimeout, when one becomes busy or idle, which an
+// address whose frames arrive whole does twice a frame), and at once for
+// those of an address when what its frames in progress hold does (one
 // ends, say): a frame does not wait for room its address no longer needs.
 // Frames that arrived whole, and answers, count for neither; addresses
 // each within their fair share can still fill the budget together.
@@ -191,15 +194,16 @@ func (s *ipShare) settle() (changed bool) {
 }
 
 // changed reckons the waiting frames' room again when what s's frames in
-// progress hold changed: every address's when s began or ceased to be
-// busy (the number of shares may have changed), else s's own. s.mu is
-// not held.
+// progress hold changed: s's own at once; when s began or ceased to be
+// busy (the number of shares may have changed), every address's at the
+// reclaimer's next look (refitDue): an address whose frames are read in
+// full toggles busy twice a frame, and a refit walks the whole queue.
+// s.mu is not held.
 func (s *ipShare) changed(busy bool) {
-	if busy {
-		s.b.addressesChanged()
-	} else {
-		s.heldChanged()
+	if busy && s.b.waiters.Load() > 0 {
+		s.b.refitDue.Store(true)
 	}
+	s.heldChanged()
 }
 
 // addressesChanged reckons the waiting frames' room again (refit).
@@ -252,11 +256,10 @@ func (c *Conn) ipTake(need int) (inflight int64, err error) {
 	}
 	w.need, w.limit, w.granted = int64(need), limit, false
 	s.queue = append(s.queue, c)
-	busy := s.settle()
-	s.mu.Unlock()
-	if busy {
-		b.addressesChanged()
+	if s.settle() && b.waiters.Load() > 0 {
+		b.refitDue.Store(true)
 	}
+	s.mu.Unlock()
 
 	b.ipWaiting.Add(1)
 	b.ipThrottled.Add(1)

@@ -165,6 +165,9 @@ func (b *Budget) reclaim() {
 		}
 	}
 	b.mu.Lock()
+	if b.refitDue.Swap(false) {
+		b.refit(nil) // the busy addresses changed (perip.go)
+	}
 	b.reserve(now)
 	b.mu.Unlock()
 	if len(stuck) > 0 {
