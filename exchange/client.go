@@ -46,7 +46,7 @@ type Client struct {
 	answered int
 	// The response in progress as expire last saw it (transport's
 	// Reading) and since when (clock): see stuckBehind.
-	stuckFrame, stuckGot, stuckSince int64
+	stuckFrame, stuckCame, stuckSince int64
 
 	// The connection's reading role (transport's Detach and Resume),
 	// under mu: who holds it (role), the call whose caller reads when
@@ -539,15 +539,16 @@ func (c *Client) expire() {
 // that just ended), calls are timing out behind a response that stopped,
 // and it returns the error to close the connection with. The floor keeps
 // a short call timeout from cutting an honest response over one lost
-// packet's retransmission; bytes waiting unread in the socket count as
-// come (this process is late, not the provider). c.mu is held.
+// packet's retransmission; bytes waiting unread in the socket, or that
+// a read is taking from it, count as come (this process is late, not the
+// provider). c.mu is held.
 func (c *Client) stuckBehind(now int64, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	frame, got, unread := c.conn.Reading()
-	if frame == 0 || frame != c.stuckFrame || got != c.stuckGot || unread > 0 {
-		c.stuckFrame, c.stuckGot, c.stuckSince = frame, got, now
+	p := c.conn.Reading()
+	if p.Frame == 0 || p.Frame != c.stuckFrame || p.Came != c.stuckCame || p.Behind() {
+		c.stuckFrame, c.stuckCame, c.stuckSince = p.Frame, p.Came, now
 		return nil
 	}
 	quiet := time.Duration(now - c.stuckSince)
@@ -555,7 +556,7 @@ func (c *Client) stuckBehind(now int64, d time.Duration) error {
 		return nil
 	}
 	return fmt.Errorf("%w: provider %s sent %d bytes of a response's body and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer)",
-		status.ErrConnLost, c.conn.RemoteAddr(), got, quiet.Round(time.Millisecond), c.opts.FrameTimeout)
+		status.ErrConnLost, c.conn.RemoteAddr(), p.Arrived, quiet.Round(time.Millisecond), c.opts.FrameTimeout)
 }
 
 // waitedError is err, a call's timeout while the connection waited for

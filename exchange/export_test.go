@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/minidubbo/minidubbo/transport"
 )
 
 // Timed returns how many calls wait in the client's deadline heap.
@@ -145,4 +147,4 @@ func HoldStandbyReads(t testing.TB) (held <-chan struct{}, release func()) {
 }
 
 // Reading is the transport's Conn.Reading of c's connection.
-func (c *Client) Reading() (frame, arrived int64, unread int) { return c.conn.Reading() }
+func (c *Client) Reading() transport.ReadProgress { return c.conn.Reading() }

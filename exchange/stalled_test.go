@@ -88,10 +88,10 @@ func TestBytesWaitingUnreadAreNotAStall(t *testing.T) {
 		first <- err
 	}()
 	require.Eventually(t, func() bool {
-		frame, arrived, unread := c.Reading()
-		return frame != 0 && arrived == part && unread == 0
+		p := c.Reading()
+		return p.Frame != 0 && p.Arrived == part && p.Unread == 0
 	}, 10*time.Second, time.Millisecond, "the caller read the response's header and first part")
-	frame, _, _ := c.Reading()
+	frame := c.Reading().Frame
 	require.Equal(t, uint64(1), c.Led())
 
 	// A call waits behind it, so that the standby goroutine is handed the
@@ -111,8 +111,7 @@ func TestBytesWaitingUnreadAreNotAStall(t *testing.T) {
 	close(rest)
 	<-restSent
 	require.Eventually(t, func() bool {
-		_, _, unread := c.Reading()
-		return unread >= size-part
+		return c.Reading().Unread >= size-part
 	}, 10*time.Second, time.Millisecond, "the rest of the body is in the socket")
 
 	for i := range 5 {
@@ -120,10 +119,10 @@ func TestBytesWaitingUnreadAreNotAStall(t *testing.T) {
 		var te *status.TimeoutError
 		require.True(t, errors.As(err, &te), "call %d: want its own timeout, got %v", i, err)
 		require.NoError(t, c.Err(), "after call %d: the connection was closed", i)
-		f, arrived, unread := c.Reading()
-		require.Equal(t, frame, f, "the same response in progress")
-		require.Equal(t, int64(part), arrived, "nothing more of it read")
-		require.GreaterOrEqual(t, unread, size-part, "the rest of it waits in the socket")
+		p := c.Reading()
+		require.Equal(t, frame, p.Frame, "the same response in progress")
+		require.Equal(t, int64(part), p.Arrived, "nothing more of it read")
+		require.GreaterOrEqual(t, p.Unread, size-part, "the rest of it waits in the socket")
 	}
 
 	// The reader runs: the response is read (late: its caller stopped),

@@ -171,8 +171,12 @@ type Conn struct {
 	dialed bool
 	// client is set on a connection this process made (Dial, NewConn):
 	// every frame whose body it reads from the network is watched
-	// (paceStart, Reading), charged or not.
-	client bool
+	// (paceStart, Reading), charged or not. counted is set when its
+	// reader also counts the bytes it takes from the socket, in took
+	// (countReads: plain TCP on Linux).
+	client  bool
+	counted bool
+	took    atomic.Int64
 }
 
 // NewConn starts serving nc, which is ready for use (any TLS handshake
@@ -218,6 +222,7 @@ func newConn(nc net.Conn, h Handler, o *Options, b *Budget, counts *serverCounts
 		c.throttles, c.reclaims, c.ipThrottles = &counts.throttled, &counts.reclaimed, &counts.ipThrottled
 	} else {
 		c.ownConn()
+		c.counted = countReads(c.rd, &c.took)
 	}
 	if c.dialed {
 		c.bw.wake = make(chan struct{}, 1) // Interrupt signals it

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -89,4 +92,27 @@ func IPShares(b *Budget) string {
 		sh.mu.Unlock()
 	}
 	return s
+}
+
+// HoldTakenBytes makes the next read of a connection this process made
+// that takes bytes from its socket, where such reads are counted (plain
+// TCP on Linux), wait after its read(2), before it counts them, until
+// release is called (or t ends); held is closed once it waits.
+func HoldTakenBytes(t testing.TB) (held <-chan struct{}, release func()) {
+	h, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var first atomic.Bool
+	release = func() { once.Do(func() { close(gate) }) }
+	f := func() {
+		if first.CompareAndSwap(false, true) {
+			close(h)
+			<-gate
+		}
+	}
+	testHookTaken.Store(&f)
+	t.Cleanup(func() {
+		testHookTaken.Store(nil)
+		release()
+	})
+	return h, release
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -25,6 +26,21 @@ type rawReader struct {
 	p   []byte
 	n   int
 	err syscall.Errno
+	// took, when set (countReads), counts the bytes the reads took
+	// from the socket, shifted left by one; its lowest bit is set while
+	// a read(2) is under way and its bytes are not counted yet.
+	took *atomic.Int64
+}
+
+// countReads makes rd, when it reads a socket with read(2) itself (a
+// rawReader), count the bytes it takes from the socket in *took (see
+// rawReader.took), and reports whether it does.
+func countReads(rd io.Reader, took *atomic.Int64) bool {
+	r, ok := rd.(*rawReader)
+	if ok {
+		r.took = took
+	}
+	return ok
 }
 
 // newReader returns what the read loop reads nc with.
@@ -48,16 +64,33 @@ func newReader(nc net.Conn) io.Reader {
 }
 
 func (r *rawReader) once(fd uintptr) bool {
+	if r.took != nil {
+		// Under way: bytes leave the socket before they are counted,
+		// and whoever looks in between sees the bit (Conn.Reading).
+		r.took.Add(1)
+	}
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
 		switch e {
 		case 0:
 			r.n = int(n)
+			if r.took != nil {
+				if h := testHookTaken.Load(); h != nil && n > 0 {
+					(*h)()
+				}
+				r.took.Add(int64(n)<<1 - 1)
+			}
 			return true
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if r.took != nil {
+				r.took.Add(-1)
+			}
 			return false // the poller waits for more
+		}
+		if r.took != nil {
+			r.took.Add(-1)
 		}
 		r.n, r.err = 0, e
 		return true

@@ -5,10 +5,15 @@ package transport
 import (
 	"io"
 	"net"
+	"sync/atomic"
 )
 
 // newReader returns what the read loop reads nc with.
 func newReader(nc net.Conn) io.Reader { return nc }
+
+// countReads reports false: reads are counted as the frames take them
+// (Conn.arrived), not as they leave the socket (see the Linux one).
+func countReads(io.Reader, *atomic.Int64) bool { return false }
 
 // waitHook: writeBuffers does not call directWrite.beforeWait.
 const waitHook = false

@@ -213,20 +213,26 @@ func (b *Budget) reclaim() {
 // none of its bytes arrived for a tenth of its FrameTimeout while frames
 // waited for room (since then): a peer that sent most of a large answer
 // and stopped is not behind its pace, and would hold its charge until
-// FrameTimeout. Bytes waiting in the socket count as arrived. Only a
-// charged frame (over 4 KiB) is cut: smaller ones are watched for
-// Reading only, and cutting one gives nothing back. Its seen fields are
-// the body bytes that had arrived at the last look, and when.
+// FrameTimeout. Bytes waiting in the socket, or that a read is taking
+// from it, count as arrived (Reading). Only a charged frame (over 4 KiB)
+// is cut: smaller ones are watched for Reading only, and cutting one
+// gives nothing back. Its seen fields are what had come at the last look
+// (Reading's Came), and when.
 func (b *Budget) stalled(c *Conn, now, since int64) {
 	at := c.partAt.Load()
-	got := uint64(c.arrived.Load())
+	// What came so far (Reading's Came), and a read under way.
+	got, taking := uint64(c.arrived.Load()), false
+	if c.counted {
+		w := c.took.Load()
+		got, taking = uint64(w>>1), w&1 != 0
+	}
 	if at != 0 && HeaderSize+c.partSize.Load() <= smallFrame && c.partAt.Load() == at {
 		// Not charged (watched for Reading only): cutting it gives
 		// nothing back.
 		c.seenProgress, c.seenAt = got, now
 		return
 	}
-	if at == 0 || got != c.seenProgress || c.seenAt < max(since, at) {
+	if at == 0 || got != c.seenProgress || c.seenAt < max(since, at) || taking {
 		c.seenProgress, c.seenAt = got, now
 		return
 	}
@@ -234,13 +240,14 @@ func (b *Budget) stalled(c *Conn, now, since int64) {
 	if quiet < c.opts.FrameTimeout/10 || c.partAt.Load() != at {
 		return
 	}
-	if socketUnread(c.nc) > 0 {
+	p := c.Reading()
+	if p.Behind() || p.Frame != at || uint64(p.Came) != got {
 		c.seenAt = now // sent: this side did not read it yet
 		return
 	}
 	b.reclaimConn(c, "memory budget used up: closing a stalled frame", fmt.Errorf(
 		"%w: %s sent %d bytes of a %d-byte body and nothing more for %v (FrameTimeout %v), while other frames waited for the memory its budget bounds (limit %d bytes: the answers in progress of this process's connections, dubbo.Options.MaxReplyMemory or exchange.Options.ReplyBudget; raise it if such peers are honest but slow)",
-		ErrSlowFrame, c.nc.RemoteAddr(), got, c.partSize.Load(), quiet.Round(time.Millisecond), c.opts.FrameTimeout, b.limit))
+		ErrSlowFrame, c.nc.RemoteAddr(), p.Arrived, c.partSize.Load(), quiet.Round(time.Millisecond), c.opts.FrameTimeout, b.limit))
 }
 
 // reclaimConn closes c with err to give its memory back, counts it and
@@ -302,6 +309,10 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 // took none of their answers one look of the reclaimer closed.
 var testHookStuckClosed atomic.Pointer[func(closed int)]
 
+// testHookTaken, when set (tests), runs in a counted read (countReads)
+// that took bytes from the socket, before they are counted.
+var testHookTaken atomic.Pointer[func()]
+
 // testHookPaceLoaded, when set (tests), runs in behindPace between its
 // read of the frame's start and its reads of the frame's size and bytes.
 var testHookPaceLoaded atomic.Pointer[func()]
@@ -316,23 +327,58 @@ func (c *Conn) paceStart(n int) {
 	c.rs.paced = true
 }
 
+// ReadProgress is what Conn.Reading reports: how far a connection is in
+// the frame it is reading. Two looks some time apart that see the same
+// Frame and Came, and neither Behind, saw nothing come from the peer
+// meanwhile.
+type ReadProgress struct {
+	// Frame differs for each frame whose reading is watched (0: none in
+	// progress).
+	Frame int64
+	// Arrived counts the frame's body bytes read so far.
+	Arrived int64
+	// Came moves when bytes come: on a connection this process made
+	// over plain TCP on Linux, it counts every byte the connection's
+	// reads took from the socket, as each read(2) returns (bytes in the
+	// read buffer that the frame has not taken yet included); elsewhere
+	// it is Arrived (a reader not run between its read and its count
+	// is then not seen).
+	Came int64
+	// Unread counts the bytes waiting in the socket's receive buffer
+	// (Linux; 0 elsewhere).
+	Unread int
+	// Taking is set when a read(2) was taking bytes from the socket as
+	// Reading looked, not counted in Came yet (where Came counts them).
+	Taking bool
+}
+
+// Behind reports whether bytes had come that the connection had not
+// finished taking (Unread or Taking): this process is late, not the peer.
+func (p ReadProgress) Behind() bool { return p.Unread > 0 || p.Taking }
+
 // Reading reports the frame c is in the middle of reading, when its body
 // comes from the network and its pace is watched (any frame on a
 // connection this process made, Dial's or NewConn's, charged to a budget
-// or not; a frame over 4 KiB on a Server's with a budget): a value that differs
-// for each such frame (0: none), the body bytes read so far, and the
-// bytes waiting in the socket's receive buffer that c has not read yet
-// (Linux; 0 elsewhere). Two looks some time apart that see the same frame
-// and arrived, and nothing unread, saw nothing come meanwhile: a client
-// whose calls wait behind that frame may give up on the connection sooner
-// than FrameTimeout. Unread bytes mean the peer did send and this process
-// has not read them yet (its reader was not scheduled): not a stall.
-func (c *Conn) Reading() (frame, arrived int64, unread int) {
-	frame, arrived = c.partAt.Load(), c.arrived.Load()
-	if frame != 0 {
-		unread = socketUnread(c.nc)
+// or not; a frame over 4 KiB on a Server's with a budget): a client whose
+// calls wait behind a frame that got nothing for long may give up on the
+// connection sooner than FrameTimeout. It takes no lock, and one
+// ioctl(2) (Unread) while a frame is in progress.
+func (c *Conn) Reading() ReadProgress {
+	p := ReadProgress{Frame: c.partAt.Load(), Arrived: c.arrived.Load()}
+	if p.Frame == 0 {
+		return p
 	}
-	return frame, arrived, unread
+	if !c.counted {
+		p.Came, p.Unread = p.Arrived, socketUnread(c.nc)
+		return p
+	}
+	w := c.took.Load()
+	p.Unread = socketUnread(c.nc)
+	// A read under way, or one between the two loads, may hold bytes
+	// that are neither in the socket nor in w any more.
+	p.Taking = w&1 != 0 || c.took.Load() != w
+	p.Came = w >> 1
+	return p
 }
 
 // paceEnd ends it, once the body is read or the read failed.
