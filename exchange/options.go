@@ -144,7 +144,11 @@ type Options struct {
 	// (its connection stops reading, the provider's writes wait in TCP)
 	// until responses in progress elsewhere end. So providers that
 	// declare large responses and stall in them hold at most its limit
-	// of the consumer's memory, whatever their number. A call that times
+	// of the consumer's memory, whatever their number; and each provider
+	// (address and port) has a fair share of it, the limit over the
+	// providers connected: a response that would put its provider's
+	// responses in progress over it is read only while it leaves a share
+	// free (transport.Options.Budget). A call that times
 	// out while its connection waits says so, and names the limit. While
 	// responses wait, a response far behind the pace its FrameTimeout
 	// implies is cut (transport.ErrSlowFrame, its calls fail with

@@ -188,7 +188,10 @@ type Options struct {
 	// providers that declare large answers and stall in them hold at
 	// most this much of the consumer's memory until FrameTimeout cuts
 	// them; without it each referred connection could hold MaxPayload.
-	// Answers of up to 4 KiB never wait. A call that times out while its
+	// Each provider (address and port) has a fair share of it, this over
+	// the providers connected: an answer that would put its provider's
+	// answers in progress over it is read only while it leaves a share
+	// free. Answers of up to 4 KiB never wait. A call that times out while its
 	// connection waits says so and names this option
 	// (Stats.ReplyThrottled counts the waits). While answers wait, one
 	// far behind the pace its FrameTimeout implies is cut
