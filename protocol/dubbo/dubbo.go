@@ -273,9 +273,9 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "MaxConnections", Value: int64(o.MaxConnections), Default: transport.DefaultMaxConns},
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: transport.DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxQueue", Value: int64(o.MaxQueue), Default: transport.DefaultMaxQueue},
-		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
+		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: memoryDefault},
 		optcheck.Field{Name: "MaxMemoryPerIP", Value: int64(o.MaxMemoryPerIP), Default: "the default, an eighth of MaxMemory"},
-		optcheck.Field{Name: "MaxReplyMemory", Value: int64(o.MaxReplyMemory), Default: "the default, 256 MiB or twice MaxPayload"},
+		optcheck.Field{Name: "MaxReplyMemory", Value: int64(o.MaxReplyMemory), Default: memoryDefault},
 		optcheck.Field{Name: "Attachments.MaxEntries", Value: int64(o.Attachments.MaxEntries), Default: DefaultMaxAttachments},
 		optcheck.Field{Name: "Attachments.MaxKey", Value: int64(o.Attachments.MaxKey), Default: DefaultMaxAttachmentKey},
 		optcheck.Field{Name: "Attachments.MaxValue", Value: int64(o.Attachments.MaxValue), Default: DefaultMaxAttachmentValue},
@@ -290,6 +290,9 @@ func (o *Options) Validate() error {
 	}
 	return replyMemoryFits(o.MaxReplyMemory, o.MaxPayload)
 }
+
+// memoryDefault says what a zero MaxMemory or MaxReplyMemory stands for.
+var memoryDefault = fmt.Sprintf("the default, %d MiB or twice MaxPayload", transport.DefaultMaxMemory>>20)
 
 // replyMemoryFits is MemoryFits for MaxReplyMemory.
 func replyMemoryFits(maxReply, maxPayload int) error {

@@ -2,6 +2,7 @@ package dubbo_test
 
 import (
 	"crypto/tls"
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,4 +127,20 @@ func TestProtocolOptionsIsACopy(t *testing.T) {
 	again := p.Options()
 	require.Equal(t, 256<<20, again.MaxMemory)
 	require.Equal(t, "a", again.ClientTLS.ServerName)
+}
+
+// TestValidateNamesTheMemoryDefault: what Validate says a zero MaxMemory
+// or MaxReplyMemory stands for is what a Protocol runs with.
+func TestValidateNamesTheMemoryDefault(t *testing.T) {
+	p, err := dubbo.New(nil)
+	require.NoError(t, err)
+	defer p.Close()
+	o := p.Options()
+	for name, bad := range map[string]*dubbo.Options{"MaxMemory": {MaxMemory: -1}, "MaxReplyMemory": {MaxReplyMemory: -1}} {
+		want := o.MaxMemory
+		if name == "MaxReplyMemory" {
+			want = o.MaxReplyMemory
+		}
+		require.ErrorContains(t, bad.Validate(), fmt.Sprintf("(want 0 for the default, %d MiB or twice MaxPayload, or more)", want>>20), name)
+	}
 }
