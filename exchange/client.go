@@ -555,7 +555,7 @@ func (c *Client) stuckBehind(now int64, d time.Duration) error {
 	if quiet < max(d, c.opts.FrameTimeout/10) {
 		return nil
 	}
-	return fmt.Errorf("%w: provider %s sent %d bytes of a response's body and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer)",
+	return fmt.Errorf("%w: provider %s sent %d bytes of a response's body and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer; if the provider is honest but pauses this long mid-response, raise FrameTimeout: calls behind a response give it a tenth of that at least, or their own timeout if longer)",
 		status.ErrConnLost, c.conn.RemoteAddr(), p.Arrived, quiet.Round(time.Millisecond), c.opts.FrameTimeout)
 }
 

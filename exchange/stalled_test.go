@@ -193,6 +193,7 @@ func TestCallsBehindStalledSmallResponseCloseConnection(t *testing.T) {
 			require.NotZero(t, timeouts)
 			require.ErrorIs(t, c.Err(), status.ErrConnLost)
 			require.ErrorContains(t, c.Err(), "provider "+addr+" sent 0 bytes of a response's body and nothing more for at least")
+			require.ErrorContains(t, c.Err(), "if the provider is honest but pauses this long mid-response, raise FrameTimeout", "what to do")
 		})
 	}
 }
