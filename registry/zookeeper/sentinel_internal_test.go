@@ -27,7 +27,13 @@ func TestSentinelRearmed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	noFallback(t)
-	r, px, direct := proxiedRegistryWith(t, 2*time.Second)
+	// Each reconnect below must get the same session back: go-zookeeper
+	// redials its only server a second after the cut (connect's
+	// retryStart pause), and its last ping may be a third of the session
+	// before the cut, so a 2 s session kept about 0.3 s against expiring
+	// (disconnected 1.00-1.07 s at load 13). 5 s keeps over 2 s; the
+	// expiry step waits that much longer.
+	r, px, direct := proxiedRegistryWith(t, 5*time.Second)
 	zc := zktest.Client(t, direct)
 	_, sid := readyWithSentinel(ctx, t, r)
 
