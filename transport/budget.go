@@ -138,6 +138,10 @@ type Budget struct {
 	refitDue    atomic.Bool
 	ipWaiting   atomic.Int32
 	ipThrottled atomic.Uint64
+	// cut: the providers (a Dial's budget) whose frame the reclaimer
+	// cut, until when they are marked (monoNow; markCut, perip.go).
+	cutmu sync.Mutex
+	cut   map[netip.AddrPort]int64
 
 	// role is what the budget was first used for (roleServer,
 	// roleDialed): a budget is never both (claim).
@@ -564,7 +568,7 @@ func (c *Conn) budgetFrame(n int, inflight int64) (*Buffer, error) {
 	}
 	var room int64
 	if inflight > 0 {
-		room = b.fairRoom(inflight, total)
+		room = b.fairRoom(c.ip, inflight, total)
 	}
 	if n <= readStep {
 		// The whole frame fits in its first buffer: charge that
@@ -670,7 +674,7 @@ func (c *Conn) budgetWait(n, total, first int, inflight, room int64, again bool)
 			// Reckoned when its header was read: its address's other
 			// frames may have ended (or begun) since, and no refit saw
 			// this frame, not queued yet.
-			w.room = b.fairRoom(ip.live.Load(), total)
+			w.room = b.fairRoom(ip, ip.live.Load(), total)
 		}
 		switch {
 		case granted:
@@ -771,7 +775,7 @@ func (b *Budget) refit(s *ipShare) {
 	changed := false
 	for _, w := range b.queue {
 		if w.ip != nil && !w.whole && (s == nil || w.ip == s) {
-			if room := b.fairRoom(w.ip.live.Load(), int(w.need)); room != w.room {
+			if room := b.fairRoom(w.ip, w.ip.live.Load(), int(w.need)); room != w.room {
 				w.room, changed = room, true
 			}
 		}

@@ -127,3 +127,90 @@ func TestDialedFairSharePerProvider(t *testing.T) {
 	require.Equal(t, before, b.Throttled(), "honest answers waited for the budget")
 	require.Equal(t, uint64(1), before, "the hostile provider's second answer waited for room")
 }
+
+// TestDialedProviderCutWaitsItsTurn: a consumer's budget about one answer
+// large (a 2 MiB answer and 64 KiB beside it) and two providers. A
+// hostile one begins a 2 MiB answer to each call and stalls; its answer
+// cannot leave a fair share free, so its room is what it leaves (64 KiB)
+// and it is charged whenever the budget is empty; the honest provider's
+// 64 KiB answers (and their header) do not fit beside it, and wait until
+// the reclaimer cuts it. The hostile provider connects again and is
+// called again: marked as cut, its new answer now waits for its turn (a
+// whole reservation, FrameTimeout after its patience), and 40 honest
+// answers are read meanwhile without a wait for the budget. (Before, the
+// new answer was charged at once and the honest answers waited for the
+// second cut, a tenth of FrameTimeout later: the consumer read about one
+// honest answer per cut.)
+func TestDialedProviderCutWaitsItsTurn(t *testing.T) {
+	ctx := testCtx(t)
+	const big = 2 << 20
+	readCall := func(nc net.Conn) (uint64, bool) {
+		hdr := make([]byte, transport.HeaderSize)
+		if _, err := io.ReadFull(nc, hdr); err != nil {
+			return 0, false
+		}
+		_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(hdr[12:16])))
+		return binary.BigEndian.Uint64(hdr[4:12]), err == nil
+	}
+	hostile := fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
+		if id, ok := readCall(nc); ok {
+			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
+				_, _ = io.Copy(io.Discard, nc) // until closed
+			}
+		}
+	})
+	honest := fakeProvider(t, "127.0.0.3", func(nc net.Conn) {
+		for {
+			id, ok := readCall(nc)
+			if !ok {
+				return
+			}
+			if _, err := nc.Write(wholeFrame(id, 64<<10)); err != nil {
+				return
+			}
+		}
+	})
+	b := transport.NewBudget(big + 64<<10)
+	// The cut comes a tenth of FrameTimeout after the honest answer
+	// began to wait; the mark lasts FrameTimeout.
+	opts := &transport.Options{Budget: b, MaxPayload: big, FrameTimeout: 10 * time.Second}
+	got := answers(make(chan *transport.Buffer, 1))
+	c, err := transport.Dial(ctx, honest, got, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	call := func(i int) {
+		t.Helper()
+		require.NoError(t, c.Send(frame(uint64(i), "call")))
+		select {
+		case f := <-got:
+			require.Len(t, f.B, transport.HeaderSize+64<<10)
+			f.Release()
+		case <-ctx.Done():
+			t.Fatalf("answer %d not read: %s", i, transport.BudgetState(b))
+		}
+	}
+	h1, err := transport.Dial(ctx, hostile, answers(make(chan *transport.Buffer, 1)), opts)
+	require.NoError(t, err)
+	defer h1.Close()
+	require.NoError(t, h1.Send(frame(1, "call")))
+	require.Eventually(t, func() bool { return b.Used() == big }, 10*time.Second, time.Millisecond,
+		"the hostile answer charged: %s", transport.BudgetState(b))
+	call(0) // waits for the cut
+	require.Equal(t, uint64(1), b.Reclaimed(), "the stalled answer cut")
+	require.Equal(t, uint64(1), b.Throttled(), "the honest answer waited for the cut")
+
+	h2, err := transport.Dial(ctx, hostile, answers(make(chan *transport.Buffer, 1)), opts)
+	require.NoError(t, err)
+	defer h2.Close()
+	require.NoError(t, h2.Send(frame(2, "call")))
+	// Its new answer is charged (before) or waits (now).
+	require.Eventually(t, func() bool { return b.Used() == big || h2.Throttled() }, 10*time.Second, time.Millisecond,
+		"the hostile answer begun: %s", transport.BudgetState(b))
+	before := b.Throttled() // its wait counted (Throttled is set after)
+	for i := 1; i <= 40; i++ {
+		call(i)
+	}
+	require.Equal(t, before, b.Throttled(), "honest answers waited for the budget")
+	require.Equal(t, uint64(1), b.Reclaimed(), "the hostile answer was charged and cut again")
+	require.True(t, h2.Throttled(), "the hostile answer waits for its turn")
+}

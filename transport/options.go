@@ -116,7 +116,10 @@ type Options struct {
 	// on a Server (see Budget): a peer's frame that would put its frames
 	// in progress over it is charged only while it leaves a share free,
 	// so one peer's stalled answers do not hold the room the others'
-	// need. A budget is a Server's or Dial's,
+	// need (a frame too large to leave a share free is charged when the
+	// budget is empty; for FrameTimeout after the reclaimer cut a frame
+	// of its peer, it waits for a reservation instead). A budget is a
+	// Server's or Dial's,
 	// never both (Dial refuses a Server's, and Serve returns an error for
 	// one Dial charges): a handler that calls out while its request holds
 	// memory could then wait for its own memory.

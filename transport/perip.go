@@ -144,19 +144,68 @@ func (b *Budget) dropShare(s *ipShare) {
 }
 
 // fairRoom is what must stay free of b when a frame of total bytes is
-// charged whose address has inflight bytes in progress with it: the fair
-// share of an address (b's limit over shares) when inflight is over it
-// (0 otherwise, and when one address alone is busy), but never so much
-// that the frame would not fit the empty budget.
-func (b *Budget) fairRoom(inflight int64, total int) int64 {
+// charged whose address (s) has inflight bytes in progress with it: the
+// fair share of an address (b's limit over shares) when inflight is over
+// it (0 otherwise, and when one address alone is busy), but never so
+// much that the frame would not fit the empty budget, unless s is a
+// provider whose frame the reclaimer cut within its FrameTimeout
+// (wasCut): such a frame then waits for its reservation to turn whole.
+func (b *Budget) fairRoom(s *ipShare, inflight int64, total int) int64 {
 	k := b.shares()
 	if k < 2 {
 		return 0
 	}
 	if fair := b.limit / k; inflight > fair {
-		return min(fair, b.limit-int64(total))
+		if rest := b.limit - int64(total); rest < fair && !b.wasCut(s) {
+			return rest
+		}
+		return fair
 	}
 	return 0
+}
+
+// A consumer's budget about one answer large cannot be shared: an
+// answer too large to leave a fair share free is charged whenever the
+// budget empties (its room capped at what it leaves), and while it is
+// in progress the other providers' answers do not fit. A provider that
+// stalls in such answers, and is cut a tenth of FrameTimeout later,
+// would hold the budget that way again at once on its next connection,
+// most of the time. So a provider (address and port) whose frame the
+// reclaimer cut is marked for its connection's FrameTimeout (markCut);
+// while marked, such an answer keeps the whole share as its room, i.e.
+// it is charged only once its reservation turned whole (a tenth of
+// FrameTimeout, then FrameTimeout, behind the other providers'
+// answers), and the others' answers are read meanwhile.
+
+// markCut marks c's provider as cut by the reclaimer, for c's
+// FrameTimeout (a dialed connection's; others are not marked).
+func (b *Budget) markCut(c *Conn) {
+	if !c.dialed || c.ip == nil {
+		return
+	}
+	now := monoNow()
+	b.cutmu.Lock()
+	if b.cut == nil {
+		b.cut = map[netip.AddrPort]int64{}
+	}
+	for a, until := range b.cut {
+		if until <= now {
+			delete(b.cut, a)
+		}
+	}
+	b.cut[c.ip.addr] = now + int64(c.opts.FrameTimeout)
+	b.cutmu.Unlock()
+}
+
+// wasCut reports whether s is a provider marked by markCut.
+func (b *Budget) wasCut(s *ipShare) bool {
+	if s == nil {
+		return false
+	}
+	b.cutmu.Lock()
+	until, ok := b.cut[s.addr]
+	b.cutmu.Unlock()
+	return ok && monoNow() < until
 }
 
 // shares is the number of addresses the budget is shared by: those busy

@@ -253,6 +253,7 @@ func (b *Budget) stalled(c *Conn, now, since int64) {
 // reclaimConn closes c with err to give its memory back, counts it and
 // logs (msg) the 1st, 2nd, 4th, 8th... of the budget.
 func (b *Budget) reclaimConn(c *Conn, msg string, err error) {
+	b.markCut(c) // before it closes: a provider may reconnect at once
 	if !c.shutdown(err, false) {
 		return // closing already
 	}
