@@ -555,8 +555,12 @@ func (c *Client) stuckBehind(now int64, d time.Duration) error {
 	if quiet < max(d, c.opts.FrameTimeout/10) {
 		return nil
 	}
-	return fmt.Errorf("%w: provider %s sent %d bytes of a response's body and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer; if the provider is honest but pauses this long mid-response, raise FrameTimeout: calls behind a response give it a tenth of that at least, or their own timeout if longer)",
-		status.ErrConnLost, c.conn.RemoteAddr(), p.Arrived, quiet.Round(time.Millisecond), c.opts.FrameTimeout)
+	sent := fmt.Sprintf("%d bytes of a response's body", p.Arrived)
+	if p.Size == 0 {
+		sent = "part of a response's header"
+	}
+	return fmt.Errorf("%w: provider %s sent %s and nothing more for at least %v while calls behind it timed out (FrameTimeout %v would have waited longer; if the provider is honest but pauses this long mid-response, raise FrameTimeout: calls behind a response give it a tenth of that at least, or their own timeout if longer)",
+		status.ErrConnLost, c.conn.RemoteAddr(), sent, quiet.Round(time.Millisecond), c.opts.FrameTimeout)
 }
 
 // waitedError is err, a call's timeout while the connection waited for

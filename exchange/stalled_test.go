@@ -141,6 +141,12 @@ func TestBytesWaitingUnreadAreNotAStall(t *testing.T) {
 // request of a connection with the header of a response of length bytes
 // and nothing more, and reads on without answering.
 func headerOnlyProvider(t *testing.T, length int) string {
+	return partHeaderProvider(t, length, exchange.HeaderSize)
+}
+
+// partHeaderProvider is headerOnlyProvider that sends only the first n
+// bytes of that header.
+func partHeaderProvider(t *testing.T, length, n int) string {
 	a := fakepeer.Listen(t, func(nc net.Conn, _ <-chan struct{}) {
 		defer nc.Close()
 		for answered := false; ; {
@@ -155,7 +161,7 @@ func headerOnlyProvider(t *testing.T, length int) string {
 			var hdr [exchange.HeaderSize]byte
 			out := exchange.Header{Serializer: h.Serializer, Status: status.OK, ID: h.ID, Length: uint32(length)}
 			out.Put(hdr[:])
-			if _, err := nc.Write(hdr[:]); err != nil {
+			if _, err := nc.Write(hdr[:n]); err != nil {
 				return
 			}
 		}
@@ -196,4 +202,27 @@ func TestCallsBehindStalledSmallResponseCloseConnection(t *testing.T) {
 			require.ErrorContains(t, c.Err(), "if the provider is honest but pauses this long mid-response, raise FrameTimeout", "what to do")
 		})
 	}
+}
+
+// A provider that stops within a response's header holds up the calls
+// behind it as one that stops within its body: they close the connection
+// the same way (the connection watches a response from its first byte).
+func TestCallsBehindStalledHeaderCloseConnection(t *testing.T) {
+	addr := partHeaderProvider(t, 100, exchange.HeaderSize-6)
+	ctx := testCtx(t)
+	c := dial(t, addr, &exchange.Options{FrameTimeout: 2 * time.Second})
+	timeouts := 0
+	for i := 0; c.Err() == nil; i++ {
+		require.Less(t, i, 15, "still open after %d calls (%d timed out)", i, timeouts)
+		_, err := c.Call(ctx, 100*time.Millisecond, 27, request("x"))
+		var te *status.TimeoutError
+		if errors.As(err, &te) {
+			timeouts++
+			continue
+		}
+		require.ErrorIs(t, err, status.ErrClosed, "call %d", i)
+	}
+	require.NotZero(t, timeouts)
+	require.ErrorIs(t, c.Err(), status.ErrConnLost)
+	require.ErrorContains(t, c.Err(), "provider "+addr+" sent part of a response's header and nothing more for at least")
 }

@@ -716,6 +716,9 @@ type readState struct {
 	// or its header and the body bytes read so far in part.
 	hdrN int
 	part *Buffer
+	// hdrPaced: the header's rest comes from the network and its pace is
+	// watched (a client's frame: Reading), until the header is read.
+	hdrPaced bool
 	// rewait: that frame's wait for budget room was counted (Throttled)
 	// before Interrupt stopped it; the next holder's wait for the same
 	// frame is not counted again.
@@ -945,8 +948,21 @@ func (c *Conn) stopped(err error) bool {
 
 // readHeader reads the frame's header from hdr[k:] on (within a frame).
 func (c *Conn) readHeader(k int) error {
-	n, err := io.ReadFull(c.rs.br, c.rs.hdr[k:])
+	rs := &c.rs
+	if c.client && !rs.paced && rs.br.Buffered() < HeaderSize-k {
+		// The frame has begun and the rest of its header comes from
+		// the network: a peer may stop within it too (Reading).
+		c.paceStart(0)
+		rs.hdrPaced = true
+	}
+	n, err := io.ReadFull(rs.br, rs.hdr[k:])
 	if err == nil {
+		if rs.hdrPaced {
+			// Watched again, if it must be, from its body (frameOf):
+			// not while it may wait for room in a budget.
+			rs.hdrPaced = false
+			c.paceEnd()
+		}
 		return nil
 	}
 	if c.stopped(err) {

@@ -336,6 +336,10 @@ type ReadProgress struct {
 	// Frame differs for each frame whose reading is watched (0: none in
 	// progress).
 	Frame int64
+	// Size is the body length the frame's header declares: 0 while
+	// the header itself is still coming (a client's connection watches
+	// a frame from its first byte).
+	Size int64
 	// Arrived counts the frame's body bytes read so far.
 	Arrived int64
 	// Came moves when bytes come: on a connection this process made
@@ -348,8 +352,9 @@ type ReadProgress struct {
 	// Unread counts the bytes waiting in the socket's receive buffer
 	// (Linux; 0 elsewhere).
 	Unread int
-	// Taking is set when a read(2) was taking bytes from the socket as
-	// Reading looked, not counted in Came yet (where Came counts them).
+	// Taking is set when bytes were being taken as Reading looked: a
+	// read(2) under way, its bytes not counted in Came yet (where Came
+	// counts them), or another frame begun.
 	Taking bool
 }
 
@@ -357,17 +362,23 @@ type ReadProgress struct {
 // finished taking (Unread or Taking): this process is late, not the peer.
 func (p ReadProgress) Behind() bool { return p.Unread > 0 || p.Taking }
 
-// Reading reports the frame c is in the middle of reading, when its body
-// comes from the network and its pace is watched (any frame on a
+// Reading reports the frame c is in the middle of reading, when its bytes
+// come from the network and its pace is watched (any frame on a
 // connection this process made, Dial's or NewConn's, charged to a budget
-// or not; a frame over 4 KiB on a Server's with a budget): a client whose
+// or not, from its header's first byte; the body of a frame over 4 KiB
+// on a Server's with a budget): a client whose
 // calls wait behind a frame that got nothing for long may give up on the
 // connection sooner than FrameTimeout. It takes no lock, and one
 // ioctl(2) (Unread) while a frame is in progress.
 func (c *Conn) Reading() ReadProgress {
-	p := ReadProgress{Frame: c.partAt.Load(), Arrived: c.arrived.Load()}
+	p := ReadProgress{Frame: c.partAt.Load(), Size: c.partSize.Load(), Arrived: c.arrived.Load()}
 	if p.Frame == 0 {
 		return p
+	}
+	if c.partAt.Load() != p.Frame {
+		// Another frame began meanwhile: Size and Arrived may be its
+		// (paceStart stores them first). Came moved.
+		p.Frame, p.Taking = c.partAt.Load(), true
 	}
 	if !c.counted {
 		p.Came, p.Unread = p.Arrived, socketUnread(c.nc)
