@@ -49,6 +49,16 @@ func fakeProvider(t *testing.T, ip string, serve func(nc net.Conn)) string {
 	return l.Addr().String()
 }
 
+// readCall reads a call's frame from nc and returns its id.
+func readCall(nc net.Conn) (uint64, bool) {
+	hdr := make([]byte, transport.HeaderSize)
+	if _, err := io.ReadFull(nc, hdr); err != nil {
+		return 0, false
+	}
+	_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(hdr[12:16])))
+	return binary.BigEndian.Uint64(hdr[4:12]), err == nil
+}
+
 // answers hands the frames a dialed connection reads to a channel.
 type answers chan *transport.Buffer
 
@@ -67,15 +77,6 @@ func (answers) Closed(*transport.Conn, error)                  {}
 func TestDialedFairSharePerProvider(t *testing.T) {
 	ctx := testCtx(t)
 	const big = 2 << 20
-	// readCall reads a call's frame from nc and returns its id.
-	readCall := func(nc net.Conn) (uint64, bool) {
-		hdr := make([]byte, transport.HeaderSize)
-		if _, err := io.ReadFull(nc, hdr); err != nil {
-			return 0, false
-		}
-		_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(hdr[12:16])))
-		return binary.BigEndian.Uint64(hdr[4:12]), err == nil
-	}
 	hostile := fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
 		if id, ok := readCall(nc); ok {
 			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
@@ -144,14 +145,6 @@ func TestDialedFairSharePerProvider(t *testing.T) {
 func TestDialedProviderCutWaitsItsTurn(t *testing.T) {
 	ctx := testCtx(t)
 	const big = 2 << 20
-	readCall := func(nc net.Conn) (uint64, bool) {
-		hdr := make([]byte, transport.HeaderSize)
-		if _, err := io.ReadFull(nc, hdr); err != nil {
-			return 0, false
-		}
-		_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(hdr[12:16])))
-		return binary.BigEndian.Uint64(hdr[4:12]), err == nil
-	}
 	hostile := fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
 		if id, ok := readCall(nc); ok {
 			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
