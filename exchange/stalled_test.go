@@ -185,18 +185,7 @@ func TestCallsBehindStalledSmallResponseCloseConnection(t *testing.T) {
 			}
 			ctx := testCtx(t)
 			c := dial(t, addr, opts)
-			timeouts := 0
-			for i := 0; c.Err() == nil; i++ {
-				require.Less(t, i, 15, "still open after %d calls (%d timed out)", i, timeouts)
-				_, err := c.Call(ctx, 100*time.Millisecond, 27, request("x"))
-				var te *status.TimeoutError
-				if errors.As(err, &te) {
-					timeouts++
-					continue
-				}
-				require.ErrorIs(t, err, status.ErrClosed, "call %d", i)
-			}
-			require.NotZero(t, timeouts)
+			callsUntilClosed(ctx, t, c)
 			require.ErrorIs(t, c.Err(), status.ErrConnLost)
 			require.ErrorContains(t, c.Err(), "provider "+addr+" sent 0 bytes of a response's body and nothing more for at least")
 			require.ErrorContains(t, c.Err(), "if the provider is honest but pauses this long mid-response, raise FrameTimeout", "what to do")
@@ -211,6 +200,16 @@ func TestCallsBehindStalledHeaderCloseConnection(t *testing.T) {
 	addr := partHeaderProvider(t, 100, exchange.HeaderSize-6)
 	ctx := testCtx(t)
 	c := dial(t, addr, &exchange.Options{FrameTimeout: 2 * time.Second})
+	callsUntilClosed(ctx, t, c)
+	require.ErrorIs(t, c.Err(), status.ErrConnLost)
+	require.ErrorContains(t, c.Err(), "provider "+addr+" sent part of a response's header and nothing more for at least")
+}
+
+// callsUntilClosed makes 100 ms calls on c, one after another, until c is
+// closed: at least one must time out first, every other must fail
+// because c closed, and c must close within 15 calls.
+func callsUntilClosed(ctx context.Context, t *testing.T, c *exchange.Client) {
+	t.Helper()
 	timeouts := 0
 	for i := 0; c.Err() == nil; i++ {
 		require.Less(t, i, 15, "still open after %d calls (%d timed out)", i, timeouts)
@@ -223,6 +222,4 @@ func TestCallsBehindStalledHeaderCloseConnection(t *testing.T) {
 		require.ErrorIs(t, err, status.ErrClosed, "call %d", i)
 	}
 	require.NotZero(t, timeouts)
-	require.ErrorIs(t, c.Err(), status.ErrConnLost)
-	require.ErrorContains(t, c.Err(), "provider "+addr+" sent part of a response's header and nothing more for at least")
 }

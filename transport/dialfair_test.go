@@ -77,24 +77,7 @@ func (answers) Closed(*transport.Conn, error)                  {}
 func TestDialedFairSharePerProvider(t *testing.T) {
 	ctx := testCtx(t)
 	const big = 2 << 20
-	hostile := fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
-		if id, ok := readCall(nc); ok {
-			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
-				_, _ = io.Copy(io.Discard, nc) // until closed
-			}
-		}
-	})
-	honest := fakeProvider(t, "127.0.0.3", func(nc net.Conn) {
-		for {
-			id, ok := readCall(nc)
-			if !ok {
-				return
-			}
-			if _, err := nc.Write(wholeFrame(id, 64<<10)); err != nil {
-				return
-			}
-		}
-	})
+	hostile, honest := stallerAndHonest(t, big)
 	b := transport.NewBudget(4 << 20)
 	opts := &transport.Options{Budget: b, MaxPayload: big, FrameTimeout: 10 * time.Second}
 	var hs []*transport.Conn
@@ -145,24 +128,7 @@ func TestDialedFairSharePerProvider(t *testing.T) {
 func TestDialedProviderCutWaitsItsTurn(t *testing.T) {
 	ctx := testCtx(t)
 	const big = 2 << 20
-	hostile := fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
-		if id, ok := readCall(nc); ok {
-			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
-				_, _ = io.Copy(io.Discard, nc) // until closed
-			}
-		}
-	})
-	honest := fakeProvider(t, "127.0.0.3", func(nc net.Conn) {
-		for {
-			id, ok := readCall(nc)
-			if !ok {
-				return
-			}
-			if _, err := nc.Write(wholeFrame(id, 64<<10)); err != nil {
-				return
-			}
-		}
-	})
+	hostile, honest := stallerAndHonest(t, big)
 	b := transport.NewBudget(big + 64<<10)
 	// The cut comes a tenth of FrameTimeout after the honest answer
 	// began to wait; the mark lasts FrameTimeout.
@@ -208,4 +174,30 @@ func TestDialedProviderCutWaitsItsTurn(t *testing.T) {
 	require.Equal(t, before, b.Throttled(), "honest answers waited for the budget")
 	require.Equal(t, uint64(1), b.Reclaimed(), "the hostile answer was charged and cut again")
 	require.True(t, h2.Throttled(), "the hostile answer waits for its turn")
+}
+
+// stallerAndHonest starts two fake providers: a hostile one at 127.0.0.2
+// that answers the first call on each connection with the header of a
+// big-byte answer and nothing more, and an honest one at 127.0.0.3 that
+// answers every call with 64 KiB.
+func stallerAndHonest(t *testing.T, big int) (hostile, honest string) {
+	hostile = fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
+		if id, ok := readCall(nc); ok {
+			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
+				_, _ = io.Copy(io.Discard, nc) // until closed
+			}
+		}
+	})
+	honest = fakeProvider(t, "127.0.0.3", func(nc net.Conn) {
+		for {
+			id, ok := readCall(nc)
+			if !ok {
+				return
+			}
+			if _, err := nc.Write(wholeFrame(id, 64<<10)); err != nil {
+				return
+			}
+		}
+	})
+	return hostile, honest
 }
