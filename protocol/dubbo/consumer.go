@@ -167,6 +167,13 @@ func (c *lazyConn) connect(ctx context.Context, t timeoutSetting, start time.Tim
 	}
 	select {
 	case <-dialing:
+		// The dial may end before this caller reaches the select, and
+		// select then picks at random among the ready cases: a caller
+		// whose context has ended is not sent either way.
+		if err := ctx.Err(); err != nil {
+			return nil, &connectWaitError{addr: c.addr, waited: time.Since(start),
+				dialTimeout: c.p.opts.DialTimeout, cause: err}
+		}
 	case <-ctx.Done():
 		return nil, &connectWaitError{addr: c.addr, waited: time.Since(start),
 			dialTimeout: c.p.opts.DialTimeout, cause: ctx.Err()}
