@@ -96,8 +96,8 @@ type Options struct {
 	// FrameTimeout, close the connection (status.ErrConnLost naming the
 	// provider) rather than wait for it: the responses queue behind that
 	// one on the connection. Bytes waiting unread in the socket count as
-	// come, and (plain TCP on Linux) bytes a read took from it and has
-	// not counted yet (transport.Conn.Reading).
+	// come, and (on Linux, plain TCP or TLS) bytes a read took from it
+	// and has not counted yet (transport.Conn.Reading).
 	FrameTimeout time.Duration
 	// MaxQueue bounds the memory of the frames queued on a connection and
 	// not yet written, each counted with its whole buffer

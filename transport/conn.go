@@ -173,7 +173,7 @@ type Conn struct {
 	// every frame whose body it reads from the network is watched
 	// (paceStart, Reading), charged or not. counted is set when its
 	// reader also counts the bytes it takes from the socket, in took
-	// (countReads: plain TCP on Linux).
+	// (countReads: on Linux, plain TCP and Dial's TLS connections).
 	client  bool
 	counted bool
 	took    atomic.Int64
@@ -268,7 +268,7 @@ func Dial(ctx context.Context, addr string, h Handler, opts *Options) (*Conn, er
 			host, _, _ := net.SplitHostPort(addr)
 			cfg.ServerName = host
 		}
-		tc := tls.Client(nc, cfg)
+		tc := tls.Client(underTLS(nc), cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("transport: tls handshake with %s: %w", addr, err)

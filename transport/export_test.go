@@ -95,15 +95,26 @@ func IPShares(b *Budget) string {
 }
 
 // HoldTakenBytes makes the next read of a connection this process made
-// that takes bytes from its socket, where such reads are counted (plain
-// TCP on Linux), wait after its read(2), before it counts them, until
-// release is called (or t ends); held is closed once it waits.
+// that takes bytes from its socket, where such reads are counted (on
+// Linux: plain TCP, and TLS connections Dial made), wait after its
+// read(2), before it counts them, until release is called (or t ends);
+// held is closed once it waits.
 func HoldTakenBytes(t testing.TB) (held <-chan struct{}, release func()) {
+	return HoldTakenBytesWhen(t, nil)
+}
+
+// HoldTakenBytesWhen is HoldTakenBytes for the first such read after
+// which when (nil: any) reports true; when runs in the reader, after the
+// read(2).
+func HoldTakenBytesWhen(t testing.TB, when func() bool) (held <-chan struct{}, release func()) {
 	h, gate := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	var first atomic.Bool
 	release = func() { once.Do(func() { close(gate) }) }
 	f := func() {
+		if first.Load() || when != nil && !when() {
+			return
+		}
 		if first.CompareAndSwap(false, true) {
 			close(h)
 			<-gate

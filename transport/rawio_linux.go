@@ -33,10 +33,15 @@ type rawReader struct {
 }
 
 // countReads makes rd, when it reads a socket with read(2) itself (a
-// rawReader), count the bytes it takes from the socket in *took (see
-// rawReader.took), and reports whether it does.
+// rawReader), or is a TLS connection Dial made over one (readUnder),
+// count the bytes it takes from the socket in *took (see rawReader.took),
+// and reports whether it does. Under TLS they are ciphertext: more than
+// the frames' bytes, so only whether took moved tells anything.
 func countReads(rd io.Reader, took *atomic.Int64) bool {
 	r, ok := rd.(*rawReader)
+	if !ok {
+		r, ok = readerUnder(rd).(*rawReader)
+	}
 	if ok {
 		r.took = took
 	}

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net"
 	"runtime"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -21,21 +23,53 @@ import (
 // that takes the second part of a frame's body, and Reading is asked
 // meanwhile.
 func TestReadingSeesBytesTakenNotCounted(t *testing.T) {
+	readingSeesBytesTaken(t, false)
+}
+
+// Over TLS (Dial's), the bytes tls.Conn takes from the socket are counted
+// under it as they leave the socket: held after the read(2) that empties
+// the socket of the second part's record (one record: 512 bytes, under
+// what a TLS writer puts in its first records), before tls.Conn decrypts
+// it, Reading must show them too; and while the reader waits for bytes it
+// is not taking any.
+func TestReadingSeesBytesTakenNotCountedTLS(t *testing.T) {
+	readingSeesBytesTaken(t, true)
+}
+
+func readingSeesBytesTaken(t *testing.T, withTLS bool) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads are counted as they leave the socket on Linux only")
 	}
 	const size, part = 64 << 10, 8 << 10
+	second := part
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
+	var opts transport.Options
+	opts.FrameTimeout = time.Minute
+	var serverTLS *tls.Config
+	if withTLS {
+		serverTLS, opts.TLS = testcert.SelfSigned(t)
+		second = 512
+	}
+	ctx := testCtx(t)
 	accepted := make(chan net.Conn, 1)
 	go func() {
-		nc, _ := l.Accept()
+		nc, err := l.Accept()
+		if err == nil && serverTLS != nil {
+			tc := tls.Server(nc, serverTLS)
+			if err = tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+			}
+			nc = tc
+		}
+		if err != nil {
+			nc = nil
+		}
 		accepted <- nc
 	}()
-	ctx := testCtx(t)
 	rec := newRecorder(false)
-	c, err := transport.Dial(ctx, l.Addr().String(), rec, &transport.Options{FrameTimeout: time.Minute})
+	c, err := transport.Dial(ctx, l.Addr().String(), rec, &opts)
 	require.NoError(t, err)
 	defer func() {
 		c.Close()
@@ -52,17 +86,17 @@ func TestReadingSeesBytesTakenNotCounted(t *testing.T) {
 	require.Eventually(t, func() bool {
 		p := c.Reading()
 		return p.Frame != 0 && p.Arrived == part && !p.Behind()
-	}, 10*time.Second, time.Millisecond, "the header and first part read")
+	}, 10*time.Second, time.Millisecond, "the header and first part read, the reader waiting for more not taking any")
 	before := c.Reading()
 
-	held, release := transport.HoldTakenBytes(t)
+	held, release := transport.HoldTakenBytesWhen(t, func() bool { return c.Reading().Unread == 0 })
 	defer release() // before the Close above waits for the reader
-	_, err = peer.Write(f.B[transport.HeaderSize+part : transport.HeaderSize+2*part])
+	_, err = peer.Write(f.B[transport.HeaderSize+part : transport.HeaderSize+part+second])
 	require.NoError(t, err)
 	select {
 	case <-held:
 	case <-ctx.Done():
-		t.Fatal("the second part was not read")
+		t.Fatal("no counted read took the second part (reads not counted as they leave the socket)")
 	}
 	p := c.Reading()
 	require.Equal(t, before.Frame, p.Frame, "the same frame")
@@ -72,7 +106,7 @@ func TestReadingSeesBytesTakenNotCounted(t *testing.T) {
 		"bytes taken from the socket, not counted yet, look like nothing came: before %+v, now %+v", before, p)
 
 	release()
-	_, err = peer.Write(f.B[transport.HeaderSize+2*part:])
+	_, err = peer.Write(f.B[transport.HeaderSize+part+second:])
 	require.NoError(t, err)
 	got := recv(t, ctx, rec.frames)
 	require.Equal(t, f.B, got)

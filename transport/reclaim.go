@@ -343,18 +343,23 @@ type ReadProgress struct {
 	// Arrived counts the frame's body bytes read so far.
 	Arrived int64
 	// Came moves when bytes come: on a connection this process made
-	// over plain TCP on Linux, it counts every byte the connection's
-	// reads took from the socket, as each read(2) returns (bytes in the
-	// read buffer that the frame has not taken yet included); elsewhere
-	// it is Arrived (a reader not run between its read and its count
-	// is then not seen).
+	// on Linux, over plain TCP or over TLS (Dial's), it counts every
+	// byte the connection's reads took from the socket, as each read(2)
+	// returns (bytes in the read buffer that the frame has not taken
+	// yet included; under TLS ciphertext, counted under tls.Conn, so
+	// more than the frames' bytes: compare two Cames, never Came and
+	// Arrived); elsewhere (other systems, NewConn over a caller's own
+	// tls.Conn) it is Arrived (a reader not run between its read and
+	// its count, or bytes tls.Conn holds not decrypted yet, are then
+	// not seen).
 	Came int64
 	// Unread counts the bytes waiting in the socket's receive buffer
 	// (Linux; 0 elsewhere).
 	Unread int
 	// Taking is set when bytes were being taken as Reading looked: a
 	// read(2) under way, its bytes not counted in Came yet (where Came
-	// counts them), or another frame begun.
+	// counts them), or another frame begun. A reader waiting for bytes
+	// (in Go's poller, under TLS too) is not taking any.
 	Taking bool
 }
 
