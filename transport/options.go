@@ -161,13 +161,16 @@ func (o *Options) Validate() error {
 		optcheck.Field{Name: "WriteBufferSize", Value: int64(o.WriteBufferSize), Default: DefaultBufferSize},
 		optcheck.Field{Name: "FrameTimeout", Value: int64(o.FrameTimeout), Default: DefaultFrameTimeout},
 		optcheck.Field{Name: "MaxConns", Value: int64(o.MaxConns), Default: DefaultMaxConns},
-		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: "the default, 256 MiB or twice MaxPayload"},
+		optcheck.Field{Name: "MaxMemory", Value: int64(o.MaxMemory), Default: memoryDefault},
 		optcheck.Field{Name: "MaxMemoryPerIP", Value: int64(o.MaxMemoryPerIP), Default: "the default, an eighth of the memory budget"},
 	); err != nil {
 		return err
 	}
 	return MemoryFits("transport", o.MaxMemory, o.MaxPayload)
 }
+
+// memoryDefault says what a zero MaxMemory stands for.
+var memoryDefault = fmt.Sprintf("the default, %d MiB or twice MaxPayload", DefaultMaxMemory>>20)
 
 // MemoryFits returns an error, prefixed with pkg, when a memory budget of
 // maxMemory bytes (zero: the default) could not hold one frame of

@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"WriteBufferSize", &transport.Options{WriteBufferSize: -1}, "WriteBufferSize -1"},
 		{"FrameTimeout", &transport.Options{FrameTimeout: -time.Millisecond}, "FrameTimeout -1ms"},
 		{"MaxConns", &transport.Options{MaxConns: -5}, "MaxConns -5"},
-		{"MaxMemory", &transport.Options{MaxMemory: -1}, "transport: MaxMemory -1 is negative (want 0 for the default, 256 MiB or twice MaxPayload, or more)"},
+		{"MaxMemory", &transport.Options{MaxMemory: -1}, "transport: MaxMemory -1 is negative (want 0 for the default, "},
 		{"MaxMemory below a frame", &transport.Options{MaxMemory: 1 << 20}, "transport: MaxMemory 1048576 is less than one frame of MaxPayload 8388608 (and its 16-byte header): such a frame could never be read; raise MaxMemory or lower MaxPayload"},
 		{"MaxMemoryPerIP", &transport.Options{MaxMemoryPerIP: -1}, "transport: MaxMemoryPerIP -1 is negative (want 0 for the default, an eighth of the memory budget, or more)"},
 		{"MaxMemory one frame", &transport.Options{MaxMemory: 1<<20 + transport.HeaderSize, MaxPayload: 1 << 20}, ""},
@@ -41,6 +42,14 @@ func TestOptionsValidate(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestValidateNamesTheMemoryDefault: what Validate says a zero MaxMemory
+// stands for is what DefaultOptions holds (it follows DefaultMaxMemory).
+func TestValidateNamesTheMemoryDefault(t *testing.T) {
+	want := fmt.Sprintf("transport: MaxMemory -1 is negative (want 0 for the default, %d MiB or twice MaxPayload, or more)",
+		transport.DefaultOptions().MaxMemory>>20)
+	require.EqualError(t, (&transport.Options{MaxMemory: -1}).Validate(), want)
 }
 
 func TestDefaultOptions(t *testing.T) {
