@@ -4,50 +4,14 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/internal/fakepeer"
 	"github.com/minidubbo/minidubbo/transport"
 )
-
-// fakeProvider listens on ip (a loopback address) and runs serve for each
-// connection it accepts; when the test ends the listener and the
-// connections are closed and serve's goroutines waited for.
-func fakeProvider(t *testing.T, ip string, serve func(nc net.Conn)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Go(func() { serve(nc) })
-		}
-	})
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return l.Addr().String()
-}
 
 // readCall reads a call's frame from nc and returns its id.
 func readCall(nc net.Conn) (uint64, bool) {
@@ -181,14 +145,14 @@ func TestDialedProviderCutWaitsItsTurn(t *testing.T) {
 // big-byte answer and nothing more, and an honest one at 127.0.0.3 that
 // answers every call with 64 KiB.
 func stallerAndHonest(t *testing.T, big int) (hostile, honest string) {
-	hostile = fakeProvider(t, "127.0.0.2", func(nc net.Conn) {
+	hostile = fakepeer.ListenOn(t, "127.0.0.2", func(nc net.Conn, _ <-chan struct{}) {
 		if id, ok := readCall(nc); ok {
 			if _, err := nc.Write(header(id, big-transport.HeaderSize)); err == nil {
 				_, _ = io.Copy(io.Discard, nc) // until closed
 			}
 		}
-	})
-	honest = fakeProvider(t, "127.0.0.3", func(nc net.Conn) {
+	}).String()
+	honest = fakepeer.ListenOn(t, "127.0.0.3", func(nc net.Conn, _ <-chan struct{}) {
 		for {
 			id, ok := readCall(nc)
 			if !ok {
@@ -198,6 +162,6 @@ func stallerAndHonest(t *testing.T, big int) (hostile, honest string) {
 				return
 			}
 		}
-	})
+	}).String()
 	return hostile, honest
 }

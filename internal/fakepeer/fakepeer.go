@@ -1,7 +1,8 @@
 // Package fakepeer holds what the tests of exchange and protocol/dubbo
 // write again and again for a fake peer on real TCP: a listener on
-// 127.0.0.1 that serves each connection on a goroutine of its own and is
-// gone when the test ends, and a reader of one exchange frame.
+// 127.0.0.1 (or another loopback address) that serves each connection on
+// a goroutine of its own and is gone when the test ends, and a reader of
+// one exchange frame.
 package fakepeer
 
 import (
@@ -21,9 +22,17 @@ import (
 // return. serve need not close nc. It returns the listener's address.
 func Listen(t testing.TB, serve func(nc net.Conn, quit <-chan struct{})) *net.TCPAddr {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return ListenOn(t, "127.0.0.1", serve)
+}
+
+// ListenOn is Listen on a free port of ip, a loopback address such as
+// 127.0.0.2 (on Linux all of 127.0.0.0/8 is local): for tests whose
+// peers must differ by address, not only by port.
+func ListenOn(t testing.TB, ip string, serve func(nc net.Conn, quit <-chan struct{})) *net.TCPAddr {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
-		t.Fatalf("fakepeer: listen: %v", err)
+		t.Fatalf("fakepeer: listen on %s: %v", ip, err)
 	}
 	quit := make(chan struct{})
 	var (

@@ -85,6 +85,27 @@ func TestListenNilServeHolds(t *testing.T) {
 	require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "closed by the cleanup")
 }
 
+// TestListenOnAnotherLoopback: ListenOn listens on the address asked
+// for, and a peer that dials it is accepted from its own loopback address
+// and served.
+func TestListenOnAnotherLoopback(t *testing.T) {
+	from := make(chan string, 1)
+	addr := ListenOn(t, "127.0.0.2", func(nc net.Conn, quit <-chan struct{}) {
+		from <- nc.LocalAddr().(*net.TCPAddr).IP.String()
+		<-quit
+	})
+	require.Equal(t, "127.0.0.2", addr.IP.String())
+	nc, err := net.Dial("tcp", addr.String())
+	require.NoError(t, err)
+	defer nc.Close()
+	select {
+	case ip := <-from:
+		require.Equal(t, "127.0.0.2", ip)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not served")
+	}
+}
+
 func TestReadAndSkipFrame(t *testing.T) {
 	two := append(frame(exchange.Header{ID: 1}, "abc"), frame(exchange.Header{ID: 2, Event: true}, "de")...)
 	r := bytes.NewReader(two)
