@@ -325,12 +325,7 @@ type prefixConn struct {
 // SyscallConn is the TCP connection's, so that the reclaimer can still
 // tell the bytes waiting in the socket (socketUnread) of a TLS connection
 // over a prefixConn.
-func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
+func (c *prefixConn) SyscallConn() (syscall.RawConn, error) { return syscallConnOf(c.Conn) }
 
 func (c *prefixConn) Read(b []byte) (int, error) {
 	if len(c.prefix) > 0 {

@@ -28,12 +28,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 }
 
 // SyscallConn is the TCP connection's (socketUnread reads it).
-func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
+func (c *countingConn) SyscallConn() (syscall.RawConn, error) { return syscallConnOf(c.Conn) }
 
 // writesUnder returns the count of writes under nc when nc is a TLS
 // connection over a countingConn, else nil.
@@ -61,12 +56,7 @@ type readUnder struct {
 func (c *readUnder) Read(p []byte) (int, error) { return c.rd.Read(p) }
 
 // SyscallConn is the TCP connection's (socketUnread reads it).
-func (c *readUnder) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
+func (c *readUnder) SyscallConn() (syscall.RawConn, error) { return syscallConnOf(c.Conn) }
 
 // underTLS returns what a TLS client connection over nc reads: nc read
 // with a counting reader (readUnder) where there is one (newReader gives
@@ -87,4 +77,14 @@ func readerUnder(nc io.Reader) io.Reader {
 		}
 	}
 	return nil
+}
+
+// syscallConnOf is the raw connection of nc, the connection a wrapper
+// (countingConn, readUnder, prefixConn) holds, so that socketUnread and
+// the raw reader reach the socket through the wrapper.
+func syscallConnOf(nc net.Conn) (syscall.RawConn, error) {
+	if sc, ok := nc.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
