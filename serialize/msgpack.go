@@ -105,7 +105,7 @@ func (e *msgpackEncoder) EncodeStringHeader(n int) error {
 	case n <= math.MaxUint16:
 		h[0], k = msgpcode.Str16, 3
 		binary.BigEndian.PutUint16(h[1:], uint16(n))
-	case n <= math.MaxUint32:
+	case uint64(n) <= math.MaxUint32:
 		h[0], k = msgpcode.Str32, 5
 		binary.BigEndian.PutUint32(h[1:], uint32(n))
 	default:

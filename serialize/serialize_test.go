@@ -130,7 +130,7 @@ func TestMarshalUnmarshal(t *testing.T) {
 
 func TestMsgpackDecodeAnyIsLoose(t *testing.T) {
 	s := serialize.NewMsgpack()
-	b, err := s.Marshal([]any{int8(1), uint16(2), float32(1.5), map[string]any{"k": []any{true, 5000}}, uint64(1 << 63), 1 << 40})
+	b, err := s.Marshal([]any{int8(1), uint16(2), float32(1.5), map[string]any{"k": []any{true, 5000}}, uint64(1 << 63), int64(1 << 40)})
 	require.NoError(t, err)
 	dec, err := s.NewDecoder(b)
 	require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestMsgpackDecodeAnyIsLoose(t *testing.T) {
 func TestCheckMsgpackAcceptsValid(t *testing.T) {
 	s := serialize.NewMsgpack()
 	values := []any{
-		nil, true, false, 0, 127, -1, -33, 255, 65535, 1 << 31, int64(-1 << 40), uint64(1 << 63),
+		nil, true, false, 0, 127, -1, -33, 255, 65535, int64(1 << 31), int64(-1 << 40), uint64(1 << 63),
 		float32(1.25), 2.5, "", "short", strings.Repeat("s", 40), strings.Repeat("m", 300), strings.Repeat("l", 70000),
 		[]byte{1, 2, 3}, make([]byte, 300), make([]byte, 70000),
 		[]int{}, []int{1, 2, 3}, make([]int, 20), make([]int, 70000),

@@ -861,7 +861,7 @@ func peakRSS(p *proc) string {
 	select {
 	case <-p.done:
 		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			kb = ru.Maxrss // KiB on Linux
+			kb = int64(ru.Maxrss) // KiB on Linux
 		}
 	default:
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
