@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"sync"
@@ -522,7 +523,9 @@ func budgetLimit(o *Options) int {
 	if payload <= 0 {
 		payload = DefaultMaxPayload
 	}
-	return max(DefaultMaxMemory, 2*(payload+HeaderSize))
+	// In int64, capped at the largest int: on a 32-bit platform twice a
+	// MaxPayload of 1 GiB or more overflows an int.
+	return int(min(max(DefaultMaxMemory, 2*(int64(payload)+HeaderSize)), math.MaxInt))
 }
 
 // bill charges f's memory to c's budget as a frame queued to write (it

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"encoding/binary"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -260,6 +261,8 @@ func TestBudgetLimits(t *testing.T) {
 		{&transport.Options{MaxMemory: 4 << 20, MaxPayload: 1 << 20}, 4 << 20},
 		{&transport.Options{MaxPayload: 512 << 20}, 2 * (512<<20 + transport.HeaderSize)},
 		{&transport.Options{MaxPayload: 512 << 20, MaxMemory: 64 << 20}, 64 << 20},
+		// Twice 1 GiB is over a 32-bit int: the largest int there.
+		{&transport.Options{MaxPayload: 1 << 30}, int(min(2*(1<<30+transport.HeaderSize), int64(math.MaxInt)))},
 	} {
 		require.Equal(t, tc.want, transport.NewServer(echoHandler{}, tc.o).Budget().Limit())
 		require.Equal(t, tc.want, tc.o.BudgetLimit())

@@ -1123,10 +1123,13 @@ func (c *Conn) frameOf() (*Buffer, error) {
 	if binary.BigEndian.Uint16(hdr[0:2]) != Magic {
 		return nil, fmt.Errorf("%w: % x", ErrBadMagic, hdr[0:2])
 	}
-	n := int(binary.BigEndian.Uint32(hdr[12:16]))
-	if n > c.opts.MaxPayload {
-		return nil, fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, n, c.opts.MaxPayload)
+	// Checked as the header's uint32: on a 32-bit platform a length of
+	// 2 GiB or more would be a negative int.
+	u := binary.BigEndian.Uint32(hdr[12:16])
+	if uint64(u) > uint64(c.opts.MaxPayload) {
+		return nil, fmt.Errorf("%w: body of %d bytes, limit %d", ErrFrameTooLarge, u, c.opts.MaxPayload)
 	}
+	n := int(u)
 	var f *Buffer
 	if c.budget != nil && (!c.dialed || HeaderSize+n > smallFrame) {
 		var inflight int64
