@@ -246,7 +246,7 @@ type ServiceConfig struct {
 	// Registries ids (default: all).
 	Registries []string `yaml:"registries"`
 	// Weight for load balancing (default protocol.DefaultWeight, 100; 0
-	// takes no traffic).
+	// takes no traffic; at most protocol.MaxWeight).
 	Weight *int `yaml:"weight"`
 	// Timeout advertised to consumers (default protocol.DefaultTimeout,
 	// 1s).
@@ -595,6 +595,9 @@ func (c *Config) validate(k known) error {
 		checkRegs(key, s.Registries)
 		if s.Weight != nil && *s.Weight < 0 {
 			bad("%s.weight %d: must not be negative", key, *s.Weight)
+		}
+		if s.Weight != nil && *s.Weight > protocol.MaxWeight {
+			bad("%s.weight %d: must be at most %d", key, *s.Weight, protocol.MaxWeight)
 		}
 		if s.Timeout < 0 {
 			bad("%s.timeout %v: must not be negative", key, s.Timeout)

@@ -61,3 +61,14 @@ shutdown: {timeout: -1s, wait: -2s}
 		"config: shutdown.wait -2s: must not be negative",
 	}, strings.Split(err.Error(), "\n"))
 }
+
+// A weight above protocol.MaxWeight is refused rather than capped quietly
+// by the consumers that read it.
+func TestWeightAboveMaxRefused(t *testing.T) {
+	c, err := Parse(strings.NewReader(`
+services:
+  s: {interface: demo.S, weight: 2147483648}
+`))
+	require.Nil(t, c)
+	require.EqualError(t, err, "config: services.s.weight 2147483648: must be at most 2147483647")
+}

@@ -44,6 +44,10 @@ const (
 	DefaultWeight  = 100
 	DefaultTimeout = time.Second
 	DefaultWarmup  = 10 * time.Minute
+	// MaxWeight is the largest weight a URL gives (Weight caps larger
+	// values): the weighted balancers add the weights of a list, and
+	// with weights up to 2^31-1 no sum of a list wraps around int64.
+	MaxWeight = math.MaxInt32
 )
 
 // URL describes a provider, a consumer or a registry, in Dubbo's form
@@ -247,13 +251,9 @@ func (u *URL) Methods() []string {
 }
 
 // Weight returns the weight parameter (default DefaultWeight; negative
-// values count as 0).
+// values count as 0, values above MaxWeight as MaxWeight).
 func (u *URL) Weight() int {
-	w := u.intOr(KeyWeight, DefaultWeight)
-	if w < 0 {
-		return 0
-	}
-	return int(w)
+	return int(min(max(u.intOr(KeyWeight, DefaultWeight), 0), MaxWeight))
 }
 
 // Timeout returns the timeout parameter, in milliseconds on the URL
@@ -292,7 +292,7 @@ func (u *URL) Warmup() time.Duration {
 	if ms < 0 {
 		return DefaultWarmup
 	}
-	return time.Duration(ms) * time.Millisecond
+	return millis(ms)
 }
 
 // Serialization returns the serialization name (default

@@ -1,6 +1,7 @@
 package loadbalance
 
 import (
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,12 @@ func warmWeight(w, startMs, warmupMs, nowMs int64) int64 {
 	if uptime >= warmupMs {
 		return w
 	}
-	ww := uptime * w / warmupMs
+	// uptime×w can pass 2^63 (a weight near MaxWeight warming up over
+	// more than 50 days): the product is taken in 128 bits; the quotient
+	// is below w, as uptime < warmupMs.
+	hi, lo := bits.Mul64(uint64(uptime), uint64(w))
+	q, _ := bits.Div64(hi, lo, uint64(warmupMs))
+	ww := int64(q)
 	if ww < 1 {
 		return 1
 	}
