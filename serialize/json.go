@@ -12,6 +12,11 @@ import (
 // it checks the bytes with CheckJSON. DecodeAny returns numbers as float64.
 // A key a struct has no field for is an error (NewJSONLimits with
 // AllowUnknownFields skips it).
+//
+// Only nesting is bounded (CheckJSON), not what decoding allocates: the
+// allocation budget of Limits is msgpack's. Measured (go1.26): 900 KB of
+// "{}," into a []struct of 64 bytes allocated 104 MB (115 bytes per input
+// byte), into any 45 MB. Use json only with peers you trust.
 func NewJSON() Serializer { return jsonSerializer{} }
 
 // NewJSONLimits is NewJSON honouring l.AllowUnknownFields (the allocation

@@ -16,7 +16,7 @@ func TestLimitsValidate(t *testing.T) {
 	}{
 		{"zero", serialize.Limits{}, ""},
 		{"defaults", serialize.DefaultLimits(), ""},
-		{"AllocFactor", serialize.Limits{AllocFactor: -1}, "serialize: AllocFactor -1 is negative (want 0 for the default 3, or more)"},
+		{"AllocFactor", serialize.Limits{AllocFactor: -1}, "serialize: AllocFactor -1 is negative (want 0 for the default 4, or more)"},
 		{"AllocSlack", serialize.Limits{AllocSlack: -1}, "serialize: AllocSlack -1 is negative (want 0 for the default 65536, or more)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -230,7 +230,7 @@ func TestMsgpackDecodeBounded(t *testing.T) {
 	data := append([]byte{0xdd, 0x00, 0x10, 0x00, 0x00}, bytes.Repeat([]byte{0x01}, 1<<20)...)
 	var v any
 	// 1 Mi one-byte integers become 16 MiB of interfaces: over the default
-	// budget (3× the body + 64 KiB), refused before decoding.
+	// budget (4× the body + 64 KiB), refused before decoding.
 	var err error
 	n := allocated(func() { err = serialize.NewMsgpack().Unmarshal(data, &v) })
 	require.ErrorIs(t, err, serialize.ErrLimit)
