@@ -640,6 +640,11 @@ func (c *Config) validate(k known) error {
 		}
 		for i, rt := range r.Routers {
 			if k.routers != nil && !strings.Contains(rt, "=>") && !slices.Contains(k.routers, rt) {
+				if len(k.routers) == 0 {
+					bad("%s.routers[%d]: %q is no condition rule (when => then) and no router (none is known: a name here must be added first with config.WithRouter(%q, f); a rule reads like \"method = find* => host = 10.0.0.2\")",
+						key, i, rt, rt)
+					continue
+				}
 				bad("%s.routers[%d]: %q is no condition rule (when => then) and no router%s (known: %s)",
 					key, i, rt, suggest(rt, k.routers), strings.Join(k.routers, ", "))
 			}

@@ -107,12 +107,27 @@ func (a *Application) explainNoProvider(ref *reference, s refSpec) func(error) e
 	ids := a.registryIDs(s.rc.Registries)
 	return func(err error) error {
 		asked := a.describeRegistries(ids, ref.subs, ref.consumer)
-		if noneRegistered(ref.subs, ref.consumer) {
-			return fmt.Errorf("%w; asked %s (is a provider of %s running? Its interface name must be this one exactly)",
-				err, asked, ref.consumer.Interface())
-		}
-		return fmt.Errorf("%w; asked %s", err, asked)
+		return adviseNoProvider(fmt.Errorf("%w; asked %s", err, asked), s, ids, ref.subs, ref.consumer)
 	}
+}
+
+// adviseNoProvider returns err, a "no provider" of reference s whose
+// registries ids (opened as regs) were asked, as a KeyError with what to
+// do when the registries tell: start a provider when every one answers
+// and lists none of the interface (key: the reference's interface), start
+// the registry or fix its address when none answers (key: the first
+// one's address); otherwise err as it is (what they list says it). A
+// program giving its own advice leaves this out with WithoutAdvice.
+func adviseNoProvider(err error, s refSpec, ids []string, regs []registry.Registry, consumer *protocol.URL) error {
+	if noneRegistered(regs, consumer) {
+		return &KeyError{Key: s.key + ".interface", Err: err,
+			Advice: "is a provider of " + consumer.Interface() + " running? Its interface name must be this one exactly"}
+	}
+	if len(ids) > 0 && !anyConnected(regs) {
+		return &KeyError{Key: "registries." + ids[0] + ".address", Err: err,
+			Advice: "is the registry running at that address? Providers are found only once it answers"}
+	}
+	return err
 }
 
 // noneRegistered reports whether every one of regs is connected and lists

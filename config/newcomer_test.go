@@ -96,7 +96,20 @@ func TestReferCheckRegistryDown(t *testing.T) {
 	assert.ErrorIs(t, err, cluster.ErrNoProvider)
 	assert.Contains(t, err.Error(), "config: refer orders: check: registry unreachable: cluster: no provider test.Orders")
 	assert.Contains(t, err.Error(), "asked registry zk: zookeeper://"+addr+" (not connected")
+	assert.True(t, strings.HasSuffix(err.Error(), "(is the registry running at that address? Providers are found only once it answers)"), err.Error())
 	assert.Nil(t, c.Total, "the stub stays unfilled")
+
+	// Without Check, Refer only warns; the call's "no provider" says the same.
+	app1, err := config.New(&config.Config{
+		Registries: map[string]config.RegistryConfig{"zk": {Address: "zookeeper://" + addr, Timeout: 300 * time.Millisecond, CacheFile: "-"}},
+		References: map[string]config.ReferenceConfig{"orders": {Interface: "test.Orders"}},
+	}, config.WithLogger(logger(t)))
+	require.NoError(t, err)
+	defer func() { _ = app1.Shutdown(context.Background()) }()
+	require.NoError(t, app1.Refer(ctx, "orders", &c))
+	_, err = c.Tag(ctx)
+	require.ErrorIs(t, err, cluster.ErrNoProvider)
+	assert.True(t, strings.HasSuffix(err.Error(), "(is the registry running at that address? Providers are found only once it answers)"), err.Error())
 
 	// A registry that answers but lists nobody: no provider, reachable.
 	reg := memory.New()
@@ -110,6 +123,26 @@ func TestReferCheckRegistryDown(t *testing.T) {
 	err = app2.Refer(ctx, "orders", &c)
 	require.ErrorIs(t, err, cluster.ErrNoProvider)
 	assert.NotErrorIs(t, err, config.ErrRegistryUnreachable)
+	assert.True(t, strings.HasSuffix(err.Error(), "(is a provider of test.Orders running? Its interface name must be this one exactly)"), err.Error())
+}
+
+// A router name in the YAML that nobody added says how to add one (the
+// list of known names was empty), or suggests a near miss of one added.
+func TestUnknownRouterSaysHowToAddOne(t *testing.T) {
+	c := &config.Config{
+		Registries: map[string]config.RegistryConfig{"mem": {Address: "memory://newcomer"}},
+		References: map[string]config.ReferenceConfig{"r": {Interface: "demo.S", Routers: []string{"tagg"}}},
+	}
+	_, err := config.New(c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `config: references.r.routers[0]: "tagg" is no condition rule (when => then) and no router `+
+		`(none is known: a name here must be added first with config.WithRouter("tagg", f); a rule reads like "method = find* => host = 10.0.0.2")`)
+	assert.NotContains(t, err.Error(), "(known: )")
+
+	keep := func(*protocol.URL) (cluster.Router, error) { return nil, nil }
+	_, err = config.New(c, config.WithRouter("tag2", keep), config.WithRouter("heavy", keep))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `config: references.r.routers[0]: "tagg" is no condition rule (when => then) and no router; did you mean "tag2"? (known: heavy, tag2)`)
 }
 
 // A nil context is an error from Export and Refer (it panicked in the

@@ -462,13 +462,16 @@ func (a *Application) awaitProviders(ctx context.Context, ref *reference, s refS
 		err = refusedReason(ref.dir.Snapshot().Invokers()) // all refused for TLS (tls.go)
 	}
 	if err != nil {
-		asked := a.describeRegistries(a.registryIDs(s.rc.Registries), ref.subs, ref.consumer)
+		ids := a.registryIDs(s.rc.Registries)
+		asked := a.describeRegistries(ids, ref.subs, ref.consumer)
 		if errors.Is(err, context.DeadlineExceeded) && !anyConnected(ref.subs) {
 			// No list in time and no registry answering: the registry
 			// is the trouble, not the providers.
-			return fmt.Errorf("config: refer %s: check: %w: %w; asked %s", s.id, ErrRegistryUnreachable, err, asked)
+			err = fmt.Errorf("config: refer %s: check: %w: %w; asked %s", s.id, ErrRegistryUnreachable, err, asked)
+		} else {
+			err = fmt.Errorf("config: refer %s: check: %w; asked %s", s.id, err, asked)
 		}
-		return fmt.Errorf("config: refer %s: check: %w; asked %s", s.id, err, asked)
+		return adviseNoProvider(err, s, ids, ref.subs, ref.consumer)
 	}
 	return nil
 }

@@ -200,13 +200,20 @@ func runInvoke(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		switch {
 		case *direct == "" && errors.Is(err, config.ErrRegistryUnreachable):
-			err = fmt.Errorf("no provider list for %s from %s within %v: %w\n%s", *iface, *regAddr, *timeout, err, zooKeeperHint(*regAddr))
+			err = fmt.Errorf("no provider list for %s from %s within %v: %w\n%s", *iface, *regAddr, *timeout, config.WithoutAdvice(err), zooKeeperHint(*regAddr))
 		case *direct == "" && errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("no provider list for %s from %s within %v (is the registry up?): %w", *iface, *regAddr, *timeout, err)
 		}
 		if *direct == "" && errors.Is(err, cluster.ErrNoProvider) {
 			if hint := nearestService(*regAddr, *iface, *timeout); hint != "" {
-				err = fmt.Errorf("%w%s", err, hint)
+				// The CLI's own hint names the registered services;
+				// config's "is a provider running?" would be a second one.
+				err = fmt.Errorf("%w%s", config.WithoutAdvice(err), hint)
+			} else if strings.Contains(err.Error(), "; registered: version ") {
+				// Providers of the interface are registered, with another
+				// version or group than the call asked for.
+				err = fmt.Errorf("%w\n(this call asked for %s: give -version and -group as one of those registered%s)",
+					err, askedFor(*iface, *version, *group), lsHint(*direct, *iface))
 			}
 		}
 		return fail(err)

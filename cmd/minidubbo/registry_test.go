@@ -274,6 +274,10 @@ func TestRegistryCommands(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no provider")
 		assert.Contains(t, errOut, calcInterface)
+		// The registry lists other versions: what to change is said.
+		assert.True(t, strings.HasSuffix(errOut, `(connected; registered: version "1.0" on 2 providers)`+"\n"+
+			`(this call asked for `+calcInterface+` with version "9.9" and no group: give -version and -group as one of those registered; `+
+			`minidubbo ls -service `+calcInterface+` prints them)`+"\n"), errOut)
 	})
 
 	// A misspelt service: invoke suggests the registered one nearest to it.
@@ -283,6 +287,7 @@ func TestRegistryCommands(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no provider")
 		assert.Contains(t, errOut, `(service "demo.hello.Greter" is not registered; did you mean "demo.hello.Greeter"? (known: `)
+		assert.NotContains(t, errOut, "(is a provider of", "config's advice beside the CLI's own")
 	})
 
 	// A service nobody provides: invoke fails, and leaves no node behind
@@ -404,4 +409,5 @@ func TestLSUsageAndUnreachable(t *testing.T) {
 		"config: refer cli: check: registry unreachable: "), errOut)
 	assert.True(t, strings.HasSuffix(errOut, "\n(is ZooKeeper running at zookeeper://"+addr+
 		"? In the minidubbo directory, make zk-start starts one on 127.0.0.1:2181)\n"), errOut)
+	assert.NotContains(t, errOut, "(is the registry running at that address?", "config's advice beside the CLI's own")
 }

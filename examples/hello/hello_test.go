@@ -163,6 +163,7 @@ func TestHelloAgainstZooKeeper(t *testing.T) {
 	assert.Contains(t, string(out), "consumer: no provider of demo.hello.Greeter in the registry at "+empty+
 		": start one first (go run ./examples/hello/provider -registry "+empty+")\nconfig: refer greeter: ")
 	assert.Contains(t, string(out), "cluster: no provider demo.hello.Greeter; asked registry default: ")
+	assert.NotContains(t, string(out), "(is a provider of", "config's advice after the example's own")
 
 	// Failed calls say why: under each kind of error the summary prints the
 	// first one (here a provider slower than the consumer's timeout; it
