@@ -129,6 +129,14 @@ func startConsumer(ctx context.Context, t *testing.T, address, cacheDir string) 
 	if err := app.Refer(ctx, "named", &c); err != nil {
 		t.Fatal(err)
 	}
+	// Refer (no check) returns after its wait even with no provider list:
+	// under load (28-33, -race) a just-started ensemble dropped the
+	// consumer's first session ("list providers failed; will retry"), Refer
+	// gave up after 5 s, and the load started then counted 663 "no
+	// provider" calls that were not the fault TestE2EEnsembleMemberLoss is
+	// about. Every caller registers its providers (or has them cached)
+	// first, so wait until the consumer lists one.
+	waitFor(ctx, t, "the consumer's first provider list", func() bool { return len(app.Providers("named")) > 0 })
 	return app, &c
 }
 
