@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/minidubbo/minidubbo/cluster/loadbalance"
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/protocol"
 )
 
@@ -66,7 +67,7 @@ func runLB(args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if *format != "text" && *format != "json" {
-		return fail(fmt.Errorf("unknown -format %q (known: json, text)", *format))
+		return fail(fmt.Errorf("unknown -format %q%s (known: json, text)", *format, named.DidYouMean(*format, []string{"json", "text"})))
 	}
 	if *n < 0 || *keys < 0 {
 		return fail(errors.New("-n and -keys must not be negative"))

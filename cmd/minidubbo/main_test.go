@@ -144,6 +144,7 @@ func TestLBErrors(t *testing.T) {
 		{[]string{"-keys", "10"}, `minidubbo lb: -keys and -remove apply to consistenthash, not random`},
 		{[]string{"-algo", "consistenthash", "-keys", "10", "-remove", "Z"}, `minidubbo lb: -remove "Z" is not in -weights`},
 		{[]string{"-format", "xml"}, `minidubbo lb: unknown -format "xml" (known: json, text)`},
+		{[]string{"-format", "txt"}, `minidubbo lb: unknown -format "txt"; did you mean "text"? (known: json, text)`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, errOut, code := runCLI(t, append([]string{"lb"}, tc.args...)...)

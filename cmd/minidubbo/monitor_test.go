@@ -176,6 +176,8 @@ func TestReportFlags(t *testing.T) {
 	}{
 		{[]string{"-format", "xml"}, 2, `unknown -format "xml" (known: table, json, csv)`},
 		{[]string{"-by", "host"}, 2, `unknown -by "host" (known: provider, consumer, method)`},
+		{[]string{"-by", "provder"}, 2, `unknown -by "provder"; did you mean "provider"? (known: provider, consumer, method)`},
+		{[]string{"-format", "jsn"}, 2, `unknown -format "jsn"; did you mean "json"? (known: table, json, csv)`},
 		{[]string{"-since", "soon"}, 2, `since "soon": want a duration`},
 		{[]string{"-monitor", "http://x", "-data", "/tmp"}, 2, "give -monitor or -data, not both"},
 		{[]string{"-data", "/nonexistent/minidubbo"}, 1, "no monitor data in /nonexistent/minidubbo"},

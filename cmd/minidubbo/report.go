@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/minidubbo/minidubbo/internal/named"
 	"github.com/minidubbo/minidubbo/monitor/server"
 	"github.com/minidubbo/minidubbo/monitor/store"
 )
@@ -71,9 +72,9 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	case monSet && *data != "":
 		return usageErr(errors.New("give -monitor or -data, not both"))
 	case !slices.Contains(reportFormats, *format):
-		return usageErr(fmt.Errorf("unknown -format %q (known: %s)", *format, strings.Join(reportFormats, ", ")))
+		return usageErr(fmt.Errorf("unknown -format %q%s (known: %s)", *format, named.DidYouMean(*format, reportFormats), strings.Join(reportFormats, ", ")))
 	case *by != "" && !slices.Contains(store.Bys, *by):
-		return usageErr(fmt.Errorf("unknown -by %q (known: %s)", *by, strings.Join(store.Bys, ", ")))
+		return usageErr(fmt.Errorf("unknown -by %q%s (known: %s)", *by, named.DidYouMean(*by, store.Bys), strings.Join(store.Bys, ", ")))
 	case *timeout <= 0:
 		return usageErr(errors.New("-timeout must be positive"))
 	}
