@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -622,7 +623,14 @@ func (c *handshakeConn) read(p []byte) (int, error) {
 		return 0, err
 	}
 	c.frames++
-	blen := int(binary.BigEndian.Uint32(c.hdr[:4]))
+	u := binary.BigEndian.Uint32(c.hdr[:4])
+	if u > math.MaxInt32 {
+		// ZooKeeper's lengths are Java ints: this one is negative.
+		// go-zookeeper would take it as a negative int on a 32-bit
+		// platform and panic slicing its buffer with it.
+		return 0, fmt.Errorf("zookeeper: %v sent a frame length of %#x, over 2 GiB", c.RemoteAddr(), u)
+	}
+	blen := int(u)
 	if c.frames == 1 || blen < 16 {
 		// The handshake's answer, or no reply header: go-zookeeper
 		// judges it (and checks the length against its buffer).
