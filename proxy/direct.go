@@ -18,7 +18,8 @@ import (
 // back out, which cost 3 of a call's allocations and most of the stub's
 // CPU. The func is declared with the argument's and the reply's machine
 // shape (unsafe.Pointer for every pointer and map type, []byte for every
-// slice type, int64 for every 64-bit integer type, and so on), which is
+// slice type, int64 for every 64-bit integer type (int too on a 64-bit
+// platform, int32 on a 32-bit one), and so on), which is
 // passed and returned in the same registers as the field's own types, and
 // it is stored into the field as a func value of the field's type. The
 // interface values it gives the invoker (the argument, the Reply pointer)
@@ -31,8 +32,8 @@ const (
 	shapeString         // any string type
 	shapeSlice          // any slice type: three words
 	shapeWord           // any pointer or map type: one pointer
-	shapeInt64          // int, int64, uint, uint64, uintptr
-	shapeInt32          // int32, uint32
+	shapeInt64          // int64, uint64; int, uint, uintptr on 64-bit platforms
+	shapeInt32          // int32, uint32; int, uint, uintptr on 32-bit platforms
 	shapeBool           // bool
 	shapeFloat64        // float64
 	shapeOther          // anything else: the reflective stub
@@ -46,9 +47,12 @@ func shapeOf(t reflect.Type) int {
 		return shapeSlice
 	case reflect.Pointer, reflect.Map:
 		return shapeWord
-	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint64, reflect.Uintptr:
-		return shapeInt64
-	case reflect.Int32, reflect.Uint32:
+	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint64, reflect.Uintptr, reflect.Int32, reflect.Uint32:
+		// By size: int, uint and uintptr are 32 bits on a 32-bit
+		// platform, where an int64 stub would not match the field.
+		if t.Size() == 8 {
+			return shapeInt64
+		}
 		return shapeInt32
 	case reflect.Bool:
 		return shapeBool
