@@ -102,6 +102,9 @@ func FuzzCollect(f *testing.F) {
 		int64(10), int64(1), "timeout", []byte{1, 0, 0, 0, 3})
 	f.Add("a", "", uint64(1<<63), int64(-1<<62), int64(1<<62), "provider", "s", "m", "", int64(1<<40), int64(0), "", []byte{})
 	f.Add("a", "h", uint64(2), int64(-253402300800), int64(253402300799), "provider", "s", "m", "p", int64(0), int64(0), "other", []byte{0xff, 0xff, 0xff, 0x7f, 1})
+	// A service name that is not UTF-8: stored, it made every later
+	// /metrics a 500 (a Prometheus label must be UTF-8).
+	f.Add("a", "h", uint64(3), int64(-60), int64(0), "consumer", "3\xe5\xda", "m", "", int64(1), int64(0), "", []byte{})
 	srv := fuzzServer(f)
 	h := srv.Handler()
 	f.Fuzz(func(t *testing.T, app, host string, seq uint64, start, end int64, side, svc, method, provider string,
@@ -133,4 +136,32 @@ func FuzzCollect(f *testing.F) {
 		checkServed(t, h, "GET", "/api/status", "since=1h")
 		checkServed(t, h, "GET", "/metrics", "")
 	})
+}
+
+// TestReportNotUTF8Refused: a report whose names are not UTF-8 is
+// refused, saying so, and /metrics keeps answering. Stored, its label
+// made the Prometheus collector panic (recovered by the library) and
+// every later /metrics a 500: one report from anyone who reaches the
+// monitor broke the metrics for all (found by FuzzCollect).
+func TestReportNotUTF8Refused(t *testing.T) {
+	srv := fuzzServer(t)
+	h := srv.Handler()
+	for _, bad := range []func(r *monitor.Report){
+		func(r *monitor.Report) { r.Application = "shop\xff" },
+		func(r *monitor.Report) { r.Host = "\xc3(" },
+		func(r *monitor.Report) { r.Rows[0].Service = "3\xe5\xda" },
+		func(r *monitor.Report) { r.Rows[0].Method = "m\x80" },
+		func(r *monitor.Report) { r.Rows[0].Provider = "\xed\xa0\x80" },
+	} {
+		r := traffic(fuzzNow)[0]
+		r.Seq += 100
+		bad(r)
+		err := srv.Collect(context.Background(), r)
+		if err == nil || !strings.Contains(err.Error(), "is not valid UTF-8") {
+			t.Fatalf("a report with a name that is not UTF-8: %v", err)
+		}
+		if code := checkServed(t, h, "GET", "/metrics", ""); code != http.StatusOK {
+			t.Fatalf("/metrics: %d", code)
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
@@ -215,7 +216,8 @@ func (o Outcome) String() string {
 }
 
 // Validate checks a report before it is stored: names within
-// MaxFieldLen, at most MaxRows rows, known sides and failure kinds, no
+// MaxFieldLen and valid UTF-8 (they become Prometheus labels, which must
+// be), at most MaxRows rows, known sides and failure kinds, no
 // negative count, well-formed histograms, an interval that ends after it
 // starts.
 func Validate(r *monitor.Report) error {
@@ -246,6 +248,9 @@ func validate(r *monitor.Report) ([]Hist, error) {
 		if len(v) > MaxFieldLen {
 			return nil, bad("%s is %d bytes, more than %d", name, len(v), MaxFieldLen)
 		}
+		if !utf8.ValidString(v) {
+			return nil, bad("%s is not valid UTF-8", name)
+		}
 	}
 	hists := make([]Hist, len(r.Rows))
 	for i := range r.Rows {
@@ -259,6 +264,9 @@ func validate(r *monitor.Report) ([]Hist, error) {
 		} {
 			if len(f.v) > MaxFieldLen {
 				return nil, bad("row %d: %s is %d bytes, more than %d", i, f.name, len(f.v), MaxFieldLen)
+			}
+			if !utf8.ValidString(f.v) {
+				return nil, bad("row %d: %s is not valid UTF-8", i, f.name)
 			}
 		}
 		if w.Service == "" || w.Method == "" {
