@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/minidubbo/minidubbo/internal/readhook"
 	"github.com/minidubbo/minidubbo/transport"
 )
 
@@ -148,3 +149,16 @@ func HoldStandbyReads(t testing.TB) (held <-chan struct{}, release func()) {
 
 // Reading is the transport's Conn.Reading of c's connection.
 func (c *Client) Reading() transport.ReadProgress { return c.conn.Reading() }
+
+// HoldTakenBytesWhen makes the first read of a connection this process
+// made that takes bytes from its socket, where such reads are counted
+// (on Linux: plain TCP, and under TLS for Dial's connections), and after
+// which when (nil: any) reports true, wait after its read(2), before it
+// counts them, until release is called (or t ends); held is closed once
+// it waits. Call it after the clients it is for are dialled, so that its
+// cleanup (release) comes before their Close.
+func HoldTakenBytesWhen(t testing.TB, when func() bool) (held <-chan struct{}, release func()) {
+	held, release, undo := readhook.Hold(when)
+	t.Cleanup(undo)
+	return held, release
+}

@@ -2,6 +2,7 @@ package exchange_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,8 +23,21 @@ import (
 // of that body once rest is closed (restSent is closed once it is
 // written); it echoes the later requests after that.
 func partialProvider(t *testing.T, size, part int) (addr string, rest, restSent chan struct{}) {
+	return partialProviderOn(t, nil, size, part, nil)
+}
+
+// partialProviderOn is partialProvider speaking TLS with config cfg (nil:
+// plain TCP), which writes the rest of the body in one write(2) there too
+// (its TLS records at once); with resume not nil, it reads no request
+// after that rest until resume is closed.
+func partialProviderOn(t *testing.T, cfg *tls.Config, size, part int, resume <-chan struct{}) (addr string, rest, restSent chan struct{}) {
 	rest, restSent = make(chan struct{}), make(chan struct{})
-	a := fakepeer.Listen(t, func(nc net.Conn, quit <-chan struct{}) {
+	a := fakepeer.Listen(t, func(raw net.Conn, quit <-chan struct{}) {
+		bc := &batchConn{Conn: raw}
+		var nc net.Conn = bc
+		if cfg != nil {
+			nc = tls.Server(bc, cfg)
+		}
 		defer nc.Close()
 		for n := 0; ; {
 			h, body, err := readFrame(nc)
@@ -52,14 +66,48 @@ func partialProvider(t *testing.T, size, part int) (addr string, rest, restSent 
 			case <-quit:
 				return
 			}
-			_, err = nc.Write(make([]byte, size-part))
+			bc.batch = true
+			if _, err = nc.Write(make([]byte, size-part)); err == nil {
+				err = bc.flush()
+			}
 			close(restSent)
 			if err != nil {
 				return
 			}
+			if resume != nil {
+				select {
+				case <-resume:
+				case <-quit:
+					return
+				}
+			}
 		}
 	})
 	return a.String(), rest, restSent
+}
+
+// batchConn is a provider's connection whose writes, while batch is set,
+// are kept until flush writes them at once.
+type batchConn struct {
+	net.Conn
+	batch bool
+	buf   []byte
+}
+
+func (c *batchConn) Write(p []byte) (int, error) {
+	if c.batch {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// flush writes what was kept and stops keeping.
+func (c *batchConn) flush() error {
+	c.batch = false
+	_, err := c.Conn.Write(c.buf)
+	c.buf = nil
+	return err
 }
 
 // Calls that time out behind a response in progress close the connection

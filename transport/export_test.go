@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/minidubbo/minidubbo/internal/readhook"
 )
 
 // WriterWrites returns how many writes c's writer goroutine made.
@@ -107,23 +107,7 @@ func HoldTakenBytes(t testing.TB) (held <-chan struct{}, release func()) {
 // which when (nil: any) reports true; when runs in the reader, after the
 // read(2).
 func HoldTakenBytesWhen(t testing.TB, when func() bool) (held <-chan struct{}, release func()) {
-	h, gate := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var first atomic.Bool
-	release = func() { once.Do(func() { close(gate) }) }
-	f := func() {
-		if first.Load() || when != nil && !when() {
-			return
-		}
-		if first.CompareAndSwap(false, true) {
-			close(h)
-			<-gate
-		}
-	}
-	testHookTaken.Store(&f)
-	t.Cleanup(func() {
-		testHookTaken.Store(nil)
-		release()
-	})
-	return h, release
+	held, release, undo := readhook.Hold(when)
+	t.Cleanup(undo)
+	return held, release
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/minidubbo/minidubbo/internal/readhook"
 )
 
 // rawReader reads a socket through its RawConn with a raw read(2): the
@@ -80,7 +82,7 @@ func (r *rawReader) once(fd uintptr) bool {
 		case 0:
 			r.n = int(n)
 			if r.took != nil {
-				if h := testHookTaken.Load(); h != nil && n > 0 {
+				if h := readhook.Taken.Load(); h != nil && n > 0 {
 					(*h)()
 				}
 				r.took.Add(int64(n)<<1 - 1)

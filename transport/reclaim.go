@@ -310,10 +310,6 @@ func (c *Conn) behindPace(now int64) (got, size int64, took time.Duration, behin
 // took none of their answers one look of the reclaimer closed.
 var testHookStuckClosed atomic.Pointer[func(closed int)]
 
-// testHookTaken, when set (tests), runs in a counted read (countReads)
-// that took bytes from the socket, before they are counted.
-var testHookTaken atomic.Pointer[func()]
-
 // testHookPaceLoaded, when set (tests), runs in behindPace between its
 // read of the frame's start and its reads of the frame's size and bytes.
 var testHookPaceLoaded atomic.Pointer[func()]
