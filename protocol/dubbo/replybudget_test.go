@@ -1,6 +1,7 @@
 package dubbo_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/minidubbo/minidubbo/exchange"
 	"github.com/minidubbo/minidubbo/internal/fakepeer"
+	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/dubbo"
 	"github.com/minidubbo/minidubbo/status"
@@ -252,18 +254,21 @@ func TestMaxReplyMemoryValidated(t *testing.T) {
 // no byte between two calls' timeouts, the connection is closed (its
 // calls fail with ErrConnLost naming the provider, saying why) and
 // dialled again, and calls are answered, long before FrameTimeout (10 s
-// here) would have ended it.
+// here) would have ended it. The same over TLS (a TLS provider, the
+// consumer's redial a TLS dial too).
 func TestCallsBehindStalledReplyRedial(t *testing.T) {
+	serverTLS, clientTLS := testcert.SelfSigned(t)
 	for _, length := range []int{exchange.DefaultMaxPayload, 4<<10 - exchange.HeaderSize} {
-		t.Run(strconv.Itoa(length), func(t *testing.T) { callsBehindStalledReplyRedial(t, length) })
+		t.Run(strconv.Itoa(length), func(t *testing.T) { callsBehindStalledReplyRedial(t, length, nil, nil) })
+		t.Run(strconv.Itoa(length)+"/TLS", func(t *testing.T) { callsBehindStalledReplyRedial(t, length, serverTLS, clientTLS) })
 	}
 }
 
-func callsBehindStalledReplyRedial(t *testing.T, length int) {
+func callsBehindStalledReplyRedial(t *testing.T, length int, serverTLS, clientTLS *tls.Config) {
 	ctx := testCtx(t)
-	u, accepted := stallingProviderOf(t, length) // 100 ms calls
+	u, accepted := stallingProviderOn(t, length, serverTLS) // 100 ms calls
 	// The rule needs a tenth of FrameTimeout without a byte: 1 s here.
-	cli := newProtocol(t, &dubbo.Options{FrameTimeout: 10 * time.Second, Reconnect: 10 * time.Millisecond})
+	cli := newProtocol(t, &dubbo.Options{FrameTimeout: 10 * time.Second, Reconnect: 10 * time.Millisecond, ClientTLS: clientTLS})
 	inv := refer(t, cli, u)
 	var lost error
 	timeouts := 0
