@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/minidubbo/minidubbo/internal/readhook"
 )
 
@@ -276,4 +278,33 @@ func socketUnread(nc net.Conn) int {
 		}
 	})
 	return int(max(v, 0))
+}
+
+// socketReceived returns how many bytes the kernel has received on nc's
+// TCP socket (under a TLS connection, its TCP connection's) since it was
+// opened, in order (TCP_INFO's tcpi_bytes_received, Linux 4.1 on), and
+// ok false when that cannot be told. It moves as bytes arrive, before
+// anything reads them: a count of what came that a reader this process
+// does not control (a caller's own tls.Conn, which takes bytes from the
+// socket into its own buffer) cannot hide.
+func socketReceived(nc net.Conn) (n int64, ok bool) {
+	if tc, isTLS := nc.(*tls.Conn); isTLS {
+		nc = tc.NetConn()
+	}
+	sc, isSC := nc.(syscall.Conn)
+	if !isSC {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	_ = raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			n = int64(info.Bytes_received)
+		}
+	})
+	// 0 also when the kernel's tcp_info has no such field (before
+	// 4.1): a connection that did its TLS handshake has received bytes.
+	return n, n > 0
 }

@@ -22,6 +22,10 @@ const waitHook = false
 // here (see the Linux one).
 func socketUnread(net.Conn) int { return 0 }
 
+// socketReceived reports false: the bytes a socket received cannot be
+// told here (see the Linux one).
+func socketReceived(net.Conn) (int64, bool) { return 0, false }
+
 // writeBuffers writes all of bufs (consuming them).
 func writeBuffers(_ *directWrite, nc net.Conn, bufs *net.Buffers) error {
 	_, err := bufs.WriteTo(nc)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minidubbo/minidubbo/internal/readhook"
 	"github.com/minidubbo/minidubbo/internal/testcert"
 	"github.com/minidubbo/minidubbo/transport"
 )
@@ -23,7 +24,7 @@ import (
 // that takes the second part of a frame's body, and Reading is asked
 // meanwhile.
 func TestReadingSeesBytesTakenNotCounted(t *testing.T) {
-	readingSeesBytesTaken(t, false)
+	readingSeesBytesTaken(t, plainTCP)
 }
 
 // Over TLS (Dial's), the bytes tls.Conn takes from the socket are counted
@@ -33,10 +34,29 @@ func TestReadingSeesBytesTakenNotCounted(t *testing.T) {
 // it, Reading must show them too; and while the reader waits for bytes it
 // is not taking any.
 func TestReadingSeesBytesTakenNotCountedTLS(t *testing.T) {
-	readingSeesBytesTaken(t, true)
+	readingSeesBytesTaken(t, dialTLS)
 }
 
-func readingSeesBytesTaken(t *testing.T, withTLS bool) {
+// NewConn over a caller's own tls.Conn: this process does not read its
+// socket itself, so what came is what the kernel received on it
+// (Reading's Came), read or not: held in the caller's tls.Conn's reads
+// after the read that empties the socket of the second part's record,
+// before it decrypts it, the bytes still count as come. (Came was the
+// bytes the frame took: nothing came, as far as Reading could tell.)
+func TestReadingSeesBytesTakenByCallersTLSConn(t *testing.T) {
+	readingSeesBytesTaken(t, ownTLS)
+}
+
+// How readingSeesBytesTaken's connection is made.
+type readingMode int
+
+const (
+	plainTCP readingMode = iota // Dial, plain TCP
+	dialTLS                     // Dial, TLS
+	ownTLS                      // NewConn over a tls.Conn made by the test
+)
+
+func readingSeesBytesTaken(t *testing.T, mode readingMode) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads are counted as they leave the socket on Linux only")
 	}
@@ -48,7 +68,7 @@ func readingSeesBytesTaken(t *testing.T, withTLS bool) {
 	var opts transport.Options
 	opts.FrameTimeout = time.Minute
 	var serverTLS *tls.Config
-	if withTLS {
+	if mode != plainTCP {
 		serverTLS, opts.TLS = testcert.SelfSigned(t)
 		second = 512
 	}
@@ -69,8 +89,26 @@ func readingSeesBytesTaken(t *testing.T, withTLS bool) {
 		accepted <- nc
 	}()
 	rec := newRecorder(false)
-	c, err := transport.Dial(ctx, l.Addr().String(), rec, &opts)
-	require.NoError(t, err)
+	var c *transport.Conn
+	var own *readhook.Conn
+	if mode == ownTLS {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", l.Addr().String())
+		require.NoError(t, err)
+		own = &readhook.Conn{TCPConn: nc.(*net.TCPConn)}
+		cfg := opts.TLS.Clone()
+		cfg.ServerName = "127.0.0.1"
+		tc := tls.Client(own, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			require.NoError(t, err)
+		}
+		opts.TLS = nil
+		c = transport.NewConn(tc, rec, &opts)
+	} else {
+		c, err = transport.Dial(ctx, l.Addr().String(), rec, &opts)
+		require.NoError(t, err)
+	}
 	defer func() {
 		c.Close()
 		recvErr(t, ctx, rec.closed)
@@ -89,14 +127,21 @@ func readingSeesBytesTaken(t *testing.T, withTLS bool) {
 	}, 10*time.Second, time.Millisecond, "the header and first part read, the reader waiting for more not taking any")
 	before := c.Reading()
 
-	held, release := transport.HoldTakenBytesWhen(t, func() bool { return c.Reading().Unread == 0 })
+	emptied := func() bool { return c.Reading().Unread == 0 }
+	var held <-chan struct{}
+	var release func()
+	if own != nil {
+		held, release = own.Hold(emptied)
+	} else {
+		held, release = transport.HoldTakenBytesWhen(t, emptied)
+	}
 	defer release() // before the Close above waits for the reader
 	_, err = peer.Write(f.B[transport.HeaderSize+part : transport.HeaderSize+part+second])
 	require.NoError(t, err)
 	select {
 	case <-held:
 	case <-ctx.Done():
-		t.Fatal("no counted read took the second part (reads not counted as they leave the socket)")
+		t.Fatal("no counted read took the second part (reads not counted as they leave the socket, or the tls.Conn's did not read)")
 	}
 	p := c.Reading()
 	require.Equal(t, before.Frame, p.Frame, "the same frame")

@@ -344,10 +344,12 @@ type ReadProgress struct {
 	// returns (bytes in the read buffer that the frame has not taken
 	// yet included; under TLS ciphertext, counted under tls.Conn, so
 	// more than the frames' bytes: compare two Cames, never Came and
-	// Arrived); elsewhere (other systems, NewConn over a caller's own
-	// tls.Conn) it is Arrived (a reader not run between its read and
-	// its count, or bytes tls.Conn holds not decrypted yet, are then
-	// not seen).
+	// Arrived). Over a TCP socket this process does not read itself
+	// (NewConn over a caller's own tls.Conn), on Linux, it is what the
+	// kernel received on the socket (TCP_INFO), read or not, so bytes
+	// tls.Conn took and has not decrypted yet moved it too. Elsewhere
+	// (other systems, other connections) it is Arrived (bytes a reader
+	// took and has not handed on yet are then not seen).
 	Came int64
 	// Unread counts the bytes waiting in the socket's receive buffer
 	// (Linux; 0 elsewhere).
@@ -383,6 +385,11 @@ func (c *Conn) Reading() ReadProgress {
 	}
 	if !c.counted {
 		p.Came, p.Unread = p.Arrived, socketUnread(c.nc)
+		if n, ok := socketReceived(c.nc); ok {
+			// Not read by a reader of ours (a caller's own tls.Conn):
+			// what the kernel received, read or not.
+			p.Came = n
+		}
 		return p
 	}
 	w := c.took.Load()

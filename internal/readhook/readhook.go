@@ -5,6 +5,7 @@
 package readhook
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -39,4 +40,35 @@ func Hold(when func() bool) (held <-chan struct{}, release, undo func()) {
 		release()
 	}
 	return h, release, undo
+}
+
+// Conn is a TCP connection under a reader a test makes itself (its own
+// tls.Conn, say): once Hold armed it, its first read that takes bytes
+// from the socket and after which when reports true waits there until
+// release, as a reader the system did not run for a while would.
+type Conn struct {
+	*net.TCPConn
+	when  atomic.Pointer[func() bool]
+	held  chan struct{}
+	gate  chan struct{}
+	armed atomic.Bool
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.TCPConn.Read(p)
+	if w := c.when.Load(); n > 0 && c.armed.Load() && w != nil && (*w)() && c.armed.CompareAndSwap(true, false) {
+		close(c.held)
+		<-c.gate
+	}
+	return n, err
+}
+
+// Hold arms c, once: held is closed when a read waits, and release lets
+// it go on. Call it before the read it is for can begin.
+func (c *Conn) Hold(when func() bool) (held <-chan struct{}, release func()) {
+	c.held, c.gate = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.armed.Store(true)
+	c.when.Store(&when)
+	return c.held, func() { once.Do(func() { close(c.gate) }) }
 }
