@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,18 +61,43 @@ func main() {
 	flag.StringVar(&c.svg, "svg", "loadbalance.svg", "file to write the chart to (empty: none)")
 	flag.Parse()
 	c.algos = strings.Split(algos, ",")
+	// The chart is written to a file made next to -svg before the runs,
+	// so that a path that cannot be written is said at once, not after
+	// every algorithm ran, and renamed over -svg at the end: a failed run
+	// leaves an earlier chart as it was.
+	var tmp *os.File
+	if c.svg != "" {
+		f, err := os.CreateTemp(filepath.Dir(c.svg), ".loadbalance-*.svg")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loadbalance: -svg %s: %v (give -svg a file in a writable directory, or -svg \"\" for no chart)\n", c.svg, err)
+			os.Exit(2)
+		}
+		tmp = f
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	reports, err := run(ctx, c, os.Stdout)
+	stop()
+	if err == nil && tmp != nil {
+		_, err = tmp.WriteString(chart(c, reports))
+		if err == nil {
+			err = tmp.Chmod(0o644)
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), c.svg)
+		}
+	}
 	if err != nil {
+		if tmp != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
 		fmt.Fprintln(os.Stderr, "loadbalance:", err)
 		os.Exit(1)
 	}
-	if c.svg != "" {
-		if err := os.WriteFile(c.svg, []byte(chart(c, reports)), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "loadbalance:", err)
-			os.Exit(1)
-		}
+	if tmp != nil {
 		fmt.Printf("chart written to %s\n", c.svg)
 	}
 }
