@@ -31,16 +31,28 @@ trap cleanup EXIT
 
 answers() { timeout 2 bash -c "exec 3<>/dev/tcp/${1%:*}/${1#*:}" 2>/dev/null; }
 
-# wait_line FILE REGEX WHAT: wait (at most 30 s) until FILE has a line matching REGEX.
+# srvr ADDR: ZooKeeper's answer to its srvr command at ADDR (empty when nothing answers).
+srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/${1%:*}/${1#*:} && printf srvr >&3 && cat <&3" 2>/dev/null || true; }
+
+# wait_line FILE REGEX WHAT [HINT]: wait (at most 30 s) until FILE has a line matching REGEX;
+# if it never does, print FILE, and HINT when FILE says an address was in use, and exit 1.
 wait_line() {
   for _ in $(seq 300); do
     grep -q "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
-  echo "$3 did not start:"; cat "$1"; exit 1
+  echo "$3 did not start:"; cat "$1"
+  if [ -n "${4:-}" ] && grep -q 'address already in use' "$1"; then echo "$4"; fi
+  exit 1
 }
 
 if answers "$ZK_ADDR"; then
+  # A serving ZooKeeper says its mode; one that keeps srvr off says so.
+  if ! srvr "$ZK_ADDR" | grep -q -e '^Mode: ' -e 'not in the whitelist'; then
+    echo "something answers on $ZK_ADDR, but not as a serving ZooKeeper; the demo needs one there:"
+    echo "stop what listens on that port (ss -ltnp 'sport = :${ZK_ADDR#*:}' names it), then run make demo again"
+    exit 1
+  fi
   echo "== using the ZooKeeper already answering on $ZK_ADDR"
 else
   echo "== starting a local ZooKeeper on $ZK_ADDR"
@@ -61,7 +73,8 @@ echo "== starting the monitor server"
 "$BIN/minidubbo" monitor -registry "zookeeper://$ZK_ADDR" -http "$MONITOR_HTTP" -data "$BIN/monitor-data" -refresh 2s \
   >"$BIN/monitor.log" 2>&1 &
 MONITOR_PID=$!
-wait_line "$BIN/monitor.log" '^dashboard at' "the monitor"
+wait_line "$BIN/monitor.log" '^dashboard at' "the monitor" \
+  "(make demo: set MONITOR_HTTP=127.0.0.1:PORT to a free port)"
 sed 's/^/   /' "$BIN/monitor.log"
 
 for spec in p1:100 p2:200 p3:300; do
