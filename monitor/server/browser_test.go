@@ -41,7 +41,11 @@ func browser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 1000),
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	// The bound covers Chromium's start, the first load and the refresh
+	// poll (30 s). Under -race with 2 CPU burners at load 28-36 the first
+	// load alone took 43 s and 83 s: a 90 s bound left the poll 7 s and
+	// failed it ("the page did not refresh: context deadline exceeded").
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	t.Cleanup(func() {
