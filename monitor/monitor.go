@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/minidubbo/minidubbo/protocol"
 	"github.com/minidubbo/minidubbo/protocol/filter"
@@ -420,8 +421,41 @@ func (c *counters) end(d time.Duration, kind int, ok bool) {
 	c.concurrent.Add(-1)
 }
 
+// MaxKeys bounds the keys (rows) a Monitor keeps. On the provider side a
+// key holds the calling consumer's application name and address, which
+// the consumer chooses: past MaxKeys, the calls of consumers not seen yet
+// are counted under OtherConsumers and no address, so that strangers
+// cannot grow the monitor without bound, nor its reports past what the
+// monitor service stores (10000 rows).
+const MaxKeys = 8192
+
+// maxKeys is MaxKeys, a variable for the tests.
+var maxKeys = MaxKeys
+
+// OtherConsumers is the application name of the provider-side rows that
+// count the consumers past MaxKeys; InvalidConsumer names a consumer
+// whose application name is longer than maxAppLen bytes or not UTF-8
+// (the monitor service stores names of at most 1024 bytes of UTF-8).
+const (
+	OtherConsumers  = "(other consumers)"
+	InvalidConsumer = "(invalid name)"
+)
+
+// maxAppLen bounds a calling consumer's application name in a row.
+const maxAppLen = 256
+
+// consumerApp is the name a provider-side row gives the calling
+// application app.
+func consumerApp(app string) string {
+	if len(app) > maxAppLen || !utf8.ValidString(app) {
+		return InvalidConsumer
+	}
+	return app
+}
+
 // counters returns the counters of k, adding them on first use by copying
-// the map (new keys are rare; lookups take no lock).
+// the map (new keys are rare; lookups take no lock). Past maxKeys a new
+// provider-side key counts under OtherConsumers.
 func (m *Monitor) counters(k key) *counters {
 	if c, ok := (*m.entries.Load())[k]; ok {
 		return c
@@ -431,6 +465,21 @@ func (m *Monitor) counters(k key) *counters {
 	old := *m.entries.Load()
 	if c, ok := old[k]; ok {
 		return c
+	}
+	// A provider-side key's consumer comes from the caller: checked
+	// here, once per new key, not on every call (a call with a bad name
+	// misses the map and comes here each time).
+	if k.side == Provider && k.consumerApp != consumerApp(k.consumerApp) {
+		k.consumerApp = InvalidConsumer
+		if c, ok := old[k]; ok {
+			return c
+		}
+	}
+	if len(old) >= maxKeys && k.side == Provider {
+		k.consumerApp, k.consumerIP = OtherConsumers, netip.Addr{}
+		if c, ok := old[k]; ok {
+			return c
+		}
 	}
 	next := make(map[key]*counters, len(old)+1)
 	for k, v := range old {
