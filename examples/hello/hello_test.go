@@ -51,7 +51,12 @@ func programs(t *testing.T, ctx context.Context) string {
 		if progs.dir, progs.err = os.MkdirTemp("", "hello-programs-"); progs.err != nil {
 			return
 		}
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", progs.dir+string(filepath.Separator), "./provider", "./consumer").CombinedOutput()
+		// The build has a bound of its own, not the calling test's (2-3
+		// min, shared with its scenario): under -race and load it takes
+		// a good part of a minute, more with a cold cache.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(bctx, "go", "build", "-o", progs.dir+string(filepath.Separator), "./provider", "./consumer").CombinedOutput()
 		if err != nil {
 			progs.err = fmt.Errorf("go build ./provider ./consumer: %w: %s", err, out)
 		}
