@@ -20,9 +20,10 @@ import (
 // and skewed round robin. Weights are capped at protocol.MaxWeight.
 func TestHugeWeightsDoNotOverflow(t *testing.T) {
 	const picks = 3000
+	const huge = math.MaxInt // 2^63-1 (2^31-1 on a 32-bit platform, where the int helper cannot say more)
 	for _, ws := range [][]int{
-		{math.MaxInt64, math.MaxInt64, 5},
-		{math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, 3},
+		{huge, huge, 5},
+		{huge, huge, huge, huge, huge, huge, huge, huge, huge, 3},
 	} {
 		for _, algo := range []string{Random, RoundRobin, LeastActive, ShortestResponse} {
 			lb, err := Builtin().New(algo, WithSeed(1))
@@ -54,7 +55,7 @@ func TestWeightCappedAndWarmupExact(t *testing.T) {
 	yearMs := strconv.FormatInt(year.Milliseconds(), 10)
 	// half way through a year's warm-up: uptime×weight is 2^31×1.6e10 ms,
 	// past int64; the weight is half the cap, not 1
-	assert.Equal(t, protocol.MaxWeight/2, Weight(u(strconv.Itoa(math.MaxInt64), yearMs), start.Add(year/2)))
+	assert.Equal(t, protocol.MaxWeight/2, Weight(u(strconv.FormatInt(math.MaxInt64, 10), yearMs), start.Add(year/2)))
 	assert.Equal(t, protocol.MaxWeight, Weight(u("99999999999999", yearMs), start.Add(year)))
 	// a warm-up too long for a Duration saturates instead of turning negative (no warm-up)
 	assert.Equal(t, 1, Weight(u("100", strconv.FormatInt(math.MaxInt64, 10)), start.Add(year)))
