@@ -91,6 +91,16 @@ func rawRequests(n int) []byte {
 // and nothing closed it. (Now and then the kernels stall such a
 // connection mid-frame for seconds; FrameTimeout closes it then.)
 func TestFloodWithoutReadingBounded(t *testing.T) {
+	// More answers than the kernel can hold: the server's send buffer
+	// grows up to tcp_wmem's maximum (4 MiB here), and under load it took
+	// all of 200,000 answers (3.4 MB) once, so that nothing was left
+	// queued to close the connection for. Three times that maximum in
+	// answers of 17 bytes each. Built before testCtx's 10 s begin: under
+	// -race at load 34 the 740,000 requests took 1.9-3.1 s to build, and
+	// in CI's race stage the dial after them ran out of the 10 s ("dial
+	// tcp: i/o timeout", 11.65 s).
+	n := 3 * tcpWmemMax() / (exchange.HeaderSize + 1)
+	flood := rawRequests(n)
 	ctx := testCtx(t)
 	const maxQueue = 1 << 20
 	h := &counting{Handler: newEcho()}
@@ -100,13 +110,6 @@ func TestFloodWithoutReadingBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "before", got)
 
-	// More answers than the kernel can hold: the server's send buffer
-	// grows up to tcp_wmem's maximum (4 MiB here), and under load it took
-	// all of 200,000 answers (3.4 MB) once, so that nothing was left
-	// queued to close the connection for. Three times that maximum in
-	// answers of 17 bytes each.
-	n := 3 * tcpWmemMax() / (exchange.HeaderSize + 1)
-	flood := rawRequests(n)
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	require.NoError(t, err)
