@@ -31,3 +31,21 @@ func ExampleMonitor() {
 	// Output:
 	// consumer demo.Greeter SayHello calls 3 ok 2 failed 1 in flight 0
 }
+
+// A Collector answers a report it will never accept with Refused; the
+// reporter recognises the answer with IsRefused (also after it crossed the
+// wire) and drops that report instead of sending it again.
+func ExampleRefused() {
+	collect := func(_ context.Context, r *monitor.Report) error {
+		if len(r.Rows) > 1 {
+			return monitor.Refused(fmt.Errorf("%d rows, more than 1", len(r.Rows)))
+		}
+		return nil
+	}
+	err := collect(context.Background(), &monitor.Report{Rows: make([]monitor.Row, 2)})
+	fmt.Println(monitor.IsRefused(err), err)
+	fmt.Println(monitor.IsRefused(errors.New("connection refused")))
+	// Output:
+	// true error (code 3, invalid argument): 2 rows, more than 1
+	// false
+}

@@ -35,7 +35,9 @@ type ReporterOptions struct {
 	// Send delivers one report to the monitor service, for example the
 	// Collect field of a referred CollectorClient. Required. It is called
 	// from the reporter's own goroutine, one report at a time, oldest
-	// first; an error keeps the report for the next try.
+	// first; an error keeps the report for the next try, except one
+	// that says the monitor will never accept it (IsRefused): that report
+	// is dropped and counted (ReporterStats.Refused).
 	Send func(ctx context.Context, r *Report) error
 	// Interval between reports (default DefaultInterval, at least
 	// MinInterval).
@@ -86,11 +88,13 @@ func (o ReporterOptions) Validate() error {
 // ReporterStats are a Reporter's counters.
 type ReporterStats struct {
 	// Taken reports were made (the last Seq); Sent were accepted by the
-	// monitor; Dropped were dropped unsent from a full buffer.
-	Taken, Sent, Dropped uint64
+	// monitor; Dropped were dropped unsent from a full buffer; Refused
+	// were dropped because the monitor refused them for good (IsRefused:
+	// an invalid report, never accepted however often it is sent).
+	Taken, Sent, Dropped, Refused uint64
 	// Pending reports, of PendingBytes bytes, wait for the monitor.
 	Pending, PendingBytes int
-	// Failures counts failed sends.
+	// Failures counts failed sends (refusals included).
 	Failures uint64
 }
 
@@ -99,7 +103,10 @@ type ReporterStats struct {
 // While the monitor is away the reports wait in a bounded buffer and are
 // sent in order when it is back; on overflow the oldest are dropped, and
 // the next report the monitor accepts carries their count (Dropped).
-// Reports are numbered (Seq) so the monitor stores a re-sent one once.
+// Reports are numbered (Seq) so the monitor stores a re-sent one once. A
+// report the monitor refuses for good (IsRefused) is dropped, counted
+// (Refused) and logged, and the next one is sent, so that it does not hold
+// up every later report.
 type Reporter struct {
 	m *Monitor
 	o ReporterOptions
@@ -117,6 +124,7 @@ type Reporter struct {
 	seq      uint64
 	sent     uint64
 	dropped  uint64
+	refused  uint64
 	unsaid   int64 // drops not yet carried by an accepted report
 	failures uint64
 	away     bool // the last send failed
@@ -181,7 +189,8 @@ func (r *Reporter) loop() {
 }
 
 // Flush takes a report now and tries to send every waiting report; it
-// returns the error of the first send that failed, if one did.
+// returns the error of the first send that failed, if one did (a report
+// the monitor refused is dropped and counted, not returned: Stats.Refused).
 func (r *Reporter) Flush(ctx context.Context) error {
 	reply := make(chan error, 1)
 	select {
@@ -219,7 +228,7 @@ func (r *Reporter) Close(ctx context.Context) error {
 func (r *Reporter) Stats() ReporterStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReporterStats{Taken: r.seq, Sent: r.sent, Dropped: r.dropped, Pending: len(r.buf), PendingBytes: r.bufBytes, Failures: r.failures}
+	return ReporterStats{Taken: r.seq, Sent: r.sent, Dropped: r.dropped, Refused: r.refused, Pending: len(r.buf), PendingBytes: r.bufBytes, Failures: r.failures}
 }
 
 // take adds the report of the interval just ended to the buffer, dropping
@@ -252,7 +261,8 @@ func (r *Reporter) sizeOf(rep *Report) (int, error) {
 }
 
 // sendAll sends the waiting reports, oldest first, and stops at the first
-// failure.
+// failure; a report the monitor refuses (IsRefused) is dropped and the
+// next one sent.
 func (r *Reporter) sendAll(ctx context.Context) error {
 	for {
 		r.mu.Lock()
@@ -269,6 +279,17 @@ func (r *Reporter) sendAll(ctx context.Context) error {
 		cancel()
 
 		r.mu.Lock()
+		if err != nil && IsRefused(err) {
+			// The monitor answered, and will never take this report:
+			// drop it rather than hold up the later ones. Its Dropped
+			// count stays unsaid, for the next accepted report.
+			r.failures++
+			r.refused++
+			r.o.Logger.Warn("monitor refused a report; dropped it", zap.Uint64("seq", p.r.Seq), zap.Int("rows", len(p.r.Rows)), zap.Error(err))
+			r.unqueue(p)
+			r.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			r.failures++
 			if !r.away {
@@ -282,15 +303,20 @@ func (r *Reporter) sendAll(ctx context.Context) error {
 			r.away = false
 			r.o.Logger.Info("monitor reachable again", zap.Int("pending", len(r.buf)))
 		}
-		// The buffer may have dropped p meanwhile (it never does while
-		// only this goroutine sends, but stay exact).
-		if len(r.buf) > 0 && r.buf[0].r == p.r {
-			r.bufBytes -= p.size
-			r.buf[0] = pending{}
-			r.buf = r.buf[1:]
-		}
+		r.unqueue(p)
 		r.unsaid -= p.r.Dropped
 		r.sent++
 		r.mu.Unlock()
+	}
+}
+
+// unqueue removes p, just sent, from the head of the buffer. The buffer
+// may have dropped p meanwhile (it never does while only this goroutine
+// sends, but stay exact). r.mu is held.
+func (r *Reporter) unqueue(p pending) {
+	if len(r.buf) > 0 && r.buf[0].r == p.r {
+		r.bufBytes -= p.size
+		r.buf[0] = pending{}
+		r.buf = r.buf[1:]
 	}
 }

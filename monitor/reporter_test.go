@@ -3,20 +3,25 @@ package monitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/minidubbo/minidubbo/protocol"
+	"github.com/minidubbo/minidubbo/service"
 )
 
 // fakeCollector accepts reports while up and refuses them while down.
 type fakeCollector struct {
 	mu      sync.Mutex
 	down    bool
+	refuse  map[uint64]bool // seqs refused for good
 	reports []*Report
 	tries   int
 }
@@ -29,6 +34,9 @@ func (c *fakeCollector) Collect(_ context.Context, r *Report) error {
 	c.tries++
 	if c.down {
 		return errDown
+	}
+	if c.refuse[r.Seq] {
+		return Refused(fmt.Errorf("report %d is invalid", r.Seq))
 	}
 	cp := *r
 	c.reports = append(c.reports, &cp)
@@ -215,4 +223,61 @@ func TestReporterOptions(t *testing.T) {
 	require.Error(t, err)
 	_, err = NewReporter(m, ReporterOptions{Send: (&fakeCollector{}).Collect, Interval: 10 * time.Millisecond})
 	require.ErrorContains(t, err, "below the minimum 1s")
+}
+
+// A report the monitor refuses for good is dropped, counted and logged
+// once, and the next ones go; one that fails otherwise (the monitor down)
+// is kept and sent again, in order, as before. Before, a refused report
+// was sent again first at every flush and held up every later one.
+func TestReporterDropsRefusedReport(t *testing.T) {
+	ctx := testCtx(t)
+	m := New(WithIdentity("app", "127.0.0.1"))
+	c := &fakeCollector{refuse: map[uint64]bool{2: true, 4: true}}
+	core, logs := observer.New(zap.WarnLevel)
+	r := newTestReporter(t, m, c, ReporterOptions{Logger: zap.New(core)})
+	f := m.CallFilter()
+
+	callN(t, f, 1)
+	require.NoError(t, r.Flush(ctx)) // 1 sent
+	callN(t, f, 2)
+	require.NoError(t, r.Flush(ctx), "2 refused, dropped") // 2 refused
+	callN(t, f, 3)
+	require.NoError(t, r.Flush(ctx)) // 3 sent
+	assert.Equal(t, []uint64{1, 3}, seqs(c.got()))
+
+	c.setDown(true)
+	callN(t, f, 4)
+	require.ErrorIs(t, r.Flush(ctx), errDown) // 4 waits
+	callN(t, f, 5)
+	require.ErrorIs(t, r.Flush(ctx), errDown) // 4, 5 wait
+	assert.Equal(t, 2, r.Stats().Pending, "kept while the monitor is down")
+	c.setDown(false)
+	callN(t, f, 6)
+	require.NoError(t, r.Flush(ctx)) // 4 refused; 5 and 6 sent
+
+	got := c.got()
+	assert.Equal(t, []uint64{1, 3, 5, 6}, seqs(got))
+	assert.EqualValues(t, 1+3+5+6, totalCalls(got), "only the refused reports' calls are missing")
+	for _, rep := range got {
+		assert.Zero(t, rep.Dropped, "a refused report is not a buffer drop")
+	}
+	assert.Equal(t, ReporterStats{Taken: 6, Sent: 4, Refused: 2, Failures: 4}, r.Stats())
+
+	var refused []uint64
+	for _, e := range logs.All() {
+		if e.Message == "monitor refused a report; dropped it" {
+			refused = append(refused, e.ContextMap()["seq"].(uint64))
+			assert.Contains(t, e.ContextMap()["error"], "invalid")
+		}
+	}
+	assert.Equal(t, []uint64{2, 4}, refused, "each refusal logged once, at WARN")
+
+	// The code on the wire is a business error's.
+	var se *service.Error
+	require.ErrorAs(t, Refused(errors.New("x")), &se)
+	assert.Equal(t, service.CodeInvalidArgument, se.Code)
+	assert.True(t, IsRefused(fmt.Errorf("wrapped: %w", &service.Error{Code: CodeRefused, Message: "x", Remote: true})))
+	assert.False(t, IsRefused(&service.Error{Code: service.CodeUnknown, Message: "x"}))
+	assert.False(t, IsRefused(errDown))
+	assert.NoError(t, Refused(nil))
 }

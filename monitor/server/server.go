@@ -122,11 +122,16 @@ type collector struct{ s *Server }
 func (c collector) Collect(ctx context.Context, r *monitor.Report) error { return c.s.Collect(ctx, r) }
 
 // Collect stores r, once: a report sent again is accepted and ignored. An
-// invalid report is refused with an error saying why.
+// invalid report (store.Validate) is refused with monitor.Refused's error
+// saying why, which tells the reporter not to send it again; any other
+// error (the store failed) leaves the report to be sent again.
 func (s *Server) Collect(ctx context.Context, r *monitor.Report) error {
 	o, err := s.st.Add(ctx, r)
 	if err != nil {
 		s.outcomes.WithLabelValues("refused").Inc()
+		if errors.Is(err, store.ErrInvalid) {
+			return monitor.Refused(err)
+		}
 		return err
 	}
 	s.outcomes.WithLabelValues(o.String()).Inc()

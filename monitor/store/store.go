@@ -215,11 +215,24 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
+// ErrInvalid is matched (errors.Is) by every error of Validate, and so by
+// Add's for a report Validate refuses: that report will never be stored,
+// however often it is sent again (the monitor server answers it with
+// monitor.Refused).
+var ErrInvalid = errors.New("store: invalid report")
+
+// invalidError is an error of Validate: its text, matching ErrInvalid.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string        { return e.err.Error() }
+func (e *invalidError) Unwrap() error        { return e.err }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
 // Validate checks a report before it is stored: names within
 // MaxFieldLen and valid UTF-8 (they become Prometheus labels, which must
 // be), at most MaxRows rows, known sides and failure kinds, no
 // negative count, well-formed histograms, an interval that ends after it
-// starts.
+// starts. Its errors match ErrInvalid.
 func Validate(r *monitor.Report) error {
 	_, err := validate(r)
 	return err
@@ -227,10 +240,10 @@ func Validate(r *monitor.Report) error {
 
 func validate(r *monitor.Report) ([]Hist, error) {
 	if r == nil {
-		return nil, errors.New("store: nil report")
+		return nil, &invalidError{errors.New("store: nil report")}
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("store: report from %.64q@%.64q seq %d: "+format, append([]any{r.Application, r.Host, r.Seq}, args...)...)
+		return &invalidError{fmt.Errorf("store: report from %.64q@%.64q seq %d: "+format, append([]any{r.Application, r.Host, r.Seq}, args...)...)}
 	}
 	switch {
 	case r.Application == "":
