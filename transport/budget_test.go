@@ -323,17 +323,35 @@ func (k keeper) Serve(c *transport.Conn, f *transport.Buffer) {
 
 func (keeper) Closed(*transport.Conn, error) {}
 
+// takeKept takes the next frame k kept, failing with what did not happen
+// and the state of b when none comes within 10 s.
+func takeKept(t *testing.T, k keeper, b *transport.Budget, what string) *transport.Buffer {
+	t.Helper()
+	select {
+	case f := <-k.kept:
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s was not read within 10 s: %s", what, transport.BudgetState(b))
+		return nil
+	}
+}
+
 // TestBudgetWaitIsNotThePeers: a frame that waited for room longer than
 // FrameTimeout gets FrameTimeout again for the rest of its body once it
 // is let in: the wait was the server's, and the peer is not cut off for
 // it. Here the budget is held whole by two frames the handler keeps, one
 // of them the peer's own; the peer's next frame (small, half sent) waits
 // until its own frame is released (then it holds nothing), past its
-// 500 ms FrameTimeout.
+// 1 s FrameTimeout. (The kept frames were 600 and 400 KiB with a 500 ms
+// FrameTimeout: under -race at load ~28 the 400 KiB frame was not read
+// within it once, its connection was cut, and the test waited for it until
+// the package's timeout. 60 and 40 KiB are read in a tenth of the time,
+// and are still over the 4 KiB a connection that holds nothing may read
+// while the budget is used up.)
 func TestBudgetWaitIsNotThePeers(t *testing.T) {
 	const (
-		a, b    = 600 << 10, 400 << 10
-		timeout = 500 * time.Millisecond
+		a, b    = 60 << 10, 40 << 10
+		timeout = time.Second
 	)
 	k := keeper{kept: make(chan *transport.Buffer, 2)}
 	s, addr := serve(t, k, &transport.Options{
@@ -343,7 +361,7 @@ func TestBudgetWaitIsNotThePeers(t *testing.T) {
 	defer other.Close()
 	_, err = other.Write(wholeFrame(1, a))
 	require.NoError(t, err)
-	first := <-k.kept
+	first := takeKept(t, k, s.Budget(), "the 60 KiB frame")
 	defer first.Release()
 
 	c, err := net.Dial("tcp", addr)
@@ -351,7 +369,7 @@ func TestBudgetWaitIsNotThePeers(t *testing.T) {
 	defer c.Close()
 	_, err = c.Write(wholeFrame(2, b))
 	require.NoError(t, err)
-	second := <-k.kept
+	second := takeKept(t, k, s.Budget(), "the 40 KiB frame")
 	require.Equal(t, s.Budget().Limit(), s.Budget().Used(), "the budget is used up")
 	small := frame(3, "0123456789").B
 	// The frame's first byte starts its FrameTimeout; the rest of the
@@ -400,7 +418,7 @@ func TestBudgetOverTLS(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Send(frame(1, strings.Repeat("a", 768<<10))))
-	first := <-k.kept
+	first := takeKept(t, k, s.Budget(), "the 768 KiB frame")
 	require.Equal(t, transport.HeaderSize+768<<10, s.Budget().Used())
 
 	// A second frame of 512 KiB does not fit beside the first: its
@@ -408,7 +426,7 @@ func TestBudgetOverTLS(t *testing.T) {
 	require.NoError(t, c.Send(frame(2, strings.Repeat("b", 512<<10))))
 	require.Eventually(t, func() bool { return s.Throttled() == 1 }, 10*time.Second, time.Millisecond)
 	first.Release()
-	second := <-k.kept
+	second := takeKept(t, k, s.Budget(), "the 512 KiB frame that waited")
 	require.Equal(t, transport.HeaderSize+512<<10, s.Budget().Used())
 	second.Release()
 	require.NoError(t, c.Send(frame(3, "small")))
