@@ -1,6 +1,7 @@
 package serialize
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -215,8 +216,11 @@ const (
 // skipped, costs nothing) and returns its length in bytes and what
 // decoding it would allocate. data has passed CheckMsgpack, so lengths are
 // within bounds and nesting is bounded; cost stops counting past limit.
-func msgpackCost(data []byte, t reflect.Type, limit int64) (n int, cost int64, err error) {
-	w := walker{data: data, limit: limit}
+//
+// With ints set, an integer that t (an integer kind) cannot hold stops the
+// walk with errNarrowed: msgpack/v5 would truncate it without an error.
+func msgpackCost(data []byte, t reflect.Type, limit int64, ints bool) (n int, cost int64, err error) {
+	w := walker{data: data, limit: limit, ints: ints}
 	w.value(t, 0)
 	return w.p, w.cost, w.err
 }
@@ -227,6 +231,7 @@ type walker struct {
 	cost  int64
 	limit int64
 	err   error
+	ints  bool // refuse integers their type cannot hold (errNarrowed)
 }
 
 func (w *walker) charge(n int64) {
@@ -282,6 +287,9 @@ func (w *walker) value(t reflect.Type, depth int) {
 		if iface && c != 0xc0 {
 			w.charge(8)
 		}
+		if w.ints && (c <= 0x7f || c >= 0xe0) && !fitsInt(t, c, nil) {
+			w.err = errNarrowed
+		}
 	case c >= 0x80 && c <= 0x8f:
 		w.mapValue(t, int(c&0x0f), depth)
 	case c >= 0x90 && c <= 0x9f:
@@ -306,6 +314,9 @@ func (w *walker) value(t reflect.Type, depth int) {
 			w.skip(scalarSize(c))
 			if iface {
 				w.charge(8)
+			}
+			if w.ints && c >= 0xcc && w.err == nil && !fitsInt(t, c, w.data[w.p-scalarSize(c):w.p]) {
+				w.err = errNarrowed
 			}
 		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
 			w.ext(1 << (c - 0xd4))
@@ -527,6 +538,10 @@ func flatType(t reflect.Type, depth int) bool {
 		return false
 	}
 	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		// Not flat either: the walk checks the integer fits (fitsInt).
+		return false
 	case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
 		// []byte costs what its bytes cost.
 		return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
@@ -540,4 +555,64 @@ func flatType(t reflect.Type, depth int) bool {
 		}
 	}
 	return true
+}
+
+// errNarrowed is the walk's error for an integer its Go type cannot hold;
+// the decoder turns it into a *TypeError naming where (explain).
+var errNarrowed = errors.New("serialize: msgpack: integer out of the range of its Go type")
+
+// fitsInt reports whether the integer of code c (a fixint, or 0xcc-0xd3
+// with its payload b) fits t without being truncated, as msgpack/v5's
+// reflect SetInt / SetUint would do silently; a negative never fits an
+// unsigned kind. Types that are not integer kinds, or that decode
+// themselves, take any integer.
+func fitsInt(t reflect.Type, c byte, b []byte) bool {
+	if t == nil {
+		return true
+	}
+	k := t.Kind()
+	signed := k >= reflect.Int && k <= reflect.Int64
+	if !signed && (k < reflect.Uint || k > reflect.Uintptr) {
+		return true
+	}
+	var u uint64
+	for _, x := range b {
+		u = u<<8 | uint64(x)
+	}
+	var i int64 // the value when it is negative
+	switch {
+	case c <= 0x7f:
+		u = uint64(c)
+	case c >= 0xe0:
+		i = int64(int8(c))
+	case c == 0xd0:
+		i = int64(int8(u))
+	case c == 0xd1:
+		i = int64(int16(u))
+	case c == 0xd2:
+		i = int64(int32(u))
+	case c == 0xd3:
+		i = int64(u)
+	}
+	if i >= 0 && c >= 0xd0 && c <= 0xd3 {
+		u, i = uint64(i), 0
+	}
+	var fits bool
+	switch {
+	case i < 0:
+		fits = signed && !t.OverflowInt(i)
+	case signed:
+		fits = u <= math.MaxInt64 && !t.OverflowInt(int64(u))
+	default:
+		fits = !t.OverflowUint(u)
+	}
+	return fits || decodesItself(t)
+}
+
+// intRange names the integers t (an integer kind) holds.
+func intRange(t reflect.Type) string {
+	if k := t.Kind(); k >= reflect.Int && k <= reflect.Int64 {
+		return fmt.Sprintf("an integer from %d to %d", int64(-1)<<(t.Bits()-1), int64(^uint64(0)>>(65-t.Bits())))
+	}
+	return fmt.Sprintf("an integer from 0 to %d", ^uint64(0)>>(64-t.Bits()))
 }

@@ -138,6 +138,11 @@ func (k *kindChecker) check(t reflect.Type, depth int) *TypeError {
 	if !takes(t, got) {
 		return &TypeError{Got: k.describe(got), Want: wanted(t), Type: t}
 	}
+	if got == gotInt {
+		if end, ok := k.intEnd(c); ok && !fitsInt(t, c, k.data[k.p+1:end]) {
+			return &TypeError{Got: k.describe(got), Want: intRange(t), Type: t}
+		}
+	}
 	switch got {
 	case gotArray:
 		n := k.header(c)
@@ -388,4 +393,13 @@ func decodesItself(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// intEnd returns the end of the integer of code c at k.p, if it is whole.
+func (k *kindChecker) intEnd(c byte) (int, bool) {
+	end := k.p + 1
+	if c >= 0xcc && c <= 0xd3 {
+		end += scalarSize(c)
+	}
+	return end, end <= len(k.data)
 }

@@ -3,6 +3,7 @@ package serialize
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -182,7 +183,16 @@ func (d *msgpackDecoder) spend(t reflect.Type) error {
 	if pos < 0 || pos >= len(d.data) {
 		return nil // the decoder reports the end of input
 	}
-	_, cost, err := msgpackCost(d.data[pos:], t, d.budget)
+	_, cost, err := msgpackCost(d.data[pos:], t, d.budget, true)
+	if err == errNarrowed {
+		// Named with its path when the kind check finds it too; else (a
+		// type that decodes itself on the way) the decoder decides.
+		var te *TypeError
+		if err = explain(d.data, pos, t, err); errors.As(err, &te) {
+			return err
+		}
+		_, cost, err = msgpackCost(d.data[pos:], t, d.budget, false)
+	}
 	if err == errOverBudget {
 		return fmt.Errorf("%w: decoding %d bytes into %v would allocate more than the %d bytes allowed for a body of %d bytes",
 			ErrLimit, len(d.data)-pos, t, d.limit, len(d.data))
