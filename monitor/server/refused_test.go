@@ -34,10 +34,14 @@ func TestRefusedReportDoesNotHoldUpTheLater(t *testing.T) {
 	p, err := dubbo.New(nil)
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	prov, err := proxy.NewProvider(protocol.NewURL(dubbo.Name, "127.0.0.1", 0, monitor.ServiceName, nil), srv.Collector())
+	// Calls get 30 s, not the default 1 s: at load a store's write under
+	// -race can take longer, and this test is about the answer, not time.
+	u := protocol.NewURL(dubbo.Name, "127.0.0.1", 0, monitor.ServiceName, map[string]string{"timeout": "30000"})
+	prov, err := proxy.NewProvider(u, srv.Collector())
 	require.NoError(t, err)
 	exp, err := p.Export(prov)
 	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, exp.(*dubbo.Exporter).URL().Timeout())
 	inv, err := p.Refer(exp.(*dubbo.Exporter).URL())
 	require.NoError(t, err)
 	var c monitor.CollectorClient
@@ -64,7 +68,7 @@ func TestRefusedReportDoesNotHoldUpTheLater(t *testing.T) {
 		return "127.0.0.1"
 	}
 	m := monitor.New(monitor.WithIdentity("app", "127.0.0.1"))
-	r, err := monitor.NewReporter(m, monitor.ReporterOptions{Send: c.Collect, Host: host, Interval: time.Hour})
+	r, err := monitor.NewReporter(m, monitor.ReporterOptions{Send: c.Collect, Host: host, Interval: time.Hour, SendTimeout: 30 * time.Second})
 	require.NoError(t, err)
 	defer func() { _ = r.Close(ctx) }()
 
