@@ -38,7 +38,9 @@ const (
 // would allocate more than AllocFactor × its length + AllocSlack. This
 // matters because msgpack/v5 sizes a typed slice from the declared length:
 // a 1-byte nil per element decoded into []struct{...64 bytes...} would
-// otherwise cost 64 bytes per input byte.
+// otherwise cost 64 bytes per input byte. The json decoder does the same
+// with the JSON text (NewJSON): encoding/json grows slices and maps an
+// element at a time, so 3 bytes of "{}," cost 115 bytes unbounded.
 type Limits struct {
 	AllocFactor int
 	AllocSlack  int

@@ -5,37 +5,39 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 )
 
-// NewJSON returns the encoding/json serializer, named JSON with id JSONID.
-// A sequence of values is written one JSON text per line. Before decoding
-// it checks the bytes with CheckJSON. DecodeAny returns numbers as float64.
-// A key a struct has no field for is an error (NewJSONLimits with
-// AllowUnknownFields skips it).
+// NewJSON returns the encoding/json serializer, named JSON with id JSONID,
+// with the default Limits. A sequence of values is written one JSON text
+// per line. Before decoding it checks the bytes with CheckJSON. DecodeAny
+// returns numbers as float64. A key a struct has no field for is an error
+// (NewJSONLimits with AllowUnknownFields skips it).
 //
-// Only nesting is bounded (CheckJSON), not what decoding allocates: the
-// allocation budget of Limits is msgpack's. Measured (go1.26): 900 KB of
-// "{}," into a []struct of 64 bytes allocated 104 MB (115 bytes per input
-// byte), into any 45 MB. Use json only with peers you trust.
-func NewJSON() Serializer { return jsonSerializer{} }
+// What decoding allocates is bounded as msgpack's is: before decoding a
+// value, the decoder walks its text with the Go type it decodes into and
+// adds up what encoding/json will allocate (a slice every capacity it
+// grows through, a map about twice its final tables, strings, base64
+// bytes, pointers, boxed values of an interface), and refuses with an
+// error wrapping ErrLimit a body that would allocate more than
+// Limits.AllocFactor × its length + Limits.AllocSlack. Unbounded, 900 KB
+// of "{}," into a []struct of 64 bytes allocated 104 MB (go1.26).
+func NewJSON() Serializer { return NewJSONLimits(Limits{}) }
 
-// NewJSONLimits is NewJSON honouring l.AllowUnknownFields (the allocation
-// limits apply to msgpack only).
-func NewJSONLimits(l Limits) Serializer { return jsonSerializer{allowUnknown: l.AllowUnknownFields} }
+// NewJSONLimits returns the json serializer with limits l (zero fields:
+// the defaults), allocation bounds and AllowUnknownFields alike.
+func NewJSONLimits(l Limits) Serializer { return jsonSerializer{lim: l.withDefaults()} }
 
-type jsonSerializer struct{ allowUnknown bool }
+type jsonSerializer struct{ lim Limits }
 
 func (jsonSerializer) Name() string                  { return JSON }
 func (jsonSerializer) ID() byte                      { return JSONID }
 func (jsonSerializer) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 func (s jsonSerializer) Unmarshal(data []byte, v any) error {
-	if err := CheckJSON(data); err != nil {
+	d, err := s.NewDecoder(data)
+	if err != nil {
 		return err
-	}
-	d := json.NewDecoder(bytes.NewReader(data))
-	if !s.allowUnknown {
-		d.DisallowUnknownFields()
 	}
 	return d.Decode(v)
 }
@@ -48,11 +50,8 @@ func (s jsonSerializer) NewDecoder(data []byte) (Decoder, error) {
 	if err := CheckJSON(data); err != nil {
 		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(data))
-	if !s.allowUnknown {
-		d.DisallowUnknownFields()
-	}
-	return &jsonDecoder{d: d}, nil
+	b := s.lim.budget(len(data))
+	return &jsonDecoder{data: data, budget: b, lim: s.lim}, nil
 }
 
 type jsonEncoder struct{ e *json.Encoder }
@@ -68,24 +67,79 @@ func (e *jsonEncoder) EncodeMap(m map[string]string) error {
 }
 func (e *jsonEncoder) Release() {}
 
-type jsonDecoder struct{ d *json.Decoder }
+// jsonDecoder decodes the values of data one after the other: each is
+// walked (its end, its cost) and then decoded by json.Unmarshal from the
+// input in place, so the input is not copied.
+type jsonDecoder struct {
+	data   []byte
+	off    int
+	budget int64  // allocation left for the values still to decode
+	lim    Limits // with defaults
+}
 
-func (d *jsonDecoder) Decode(v any) error { return d.d.Decode(v) }
+// next walks the next value as decoded into t, takes its cost from the
+// budget and returns its text, or fails without decoding it.
+func (d *jsonDecoder) next(t reflect.Type) ([]byte, error) {
+	for d.off < len(d.data) && isSpace(d.data[d.off]) {
+		d.off++
+	}
+	if d.off >= len(d.data) {
+		return nil, io.EOF
+	}
+	// The walk's sums are short of what the runtime rounds allocations
+	// up to (size classes) and of encoding/json's own work by up to 9%
+	// (measured): a quarter more is charged.
+	w := jsonCost(d.data[d.off:], t, d.budget*4/5)
+	if w.err == errOverBudget {
+		return nil, fmt.Errorf("%w: decoding %d bytes of json into %v would allocate more than the %d bytes allowed for a body of %d bytes (%d × the body + %d: raise serialize.Limits AllocFactor or AllocSlack)",
+			ErrLimit, len(d.data)-d.off, t, d.lim.budget(len(d.data)), len(d.data), d.lim.AllocFactor, d.lim.AllocSlack)
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	if !d.lim.AllowUnknownFields && w.hasUnk {
+		return nil, fmt.Errorf("json: unknown field %q", w.unknown)
+	}
+	raw := d.data[d.off : d.off+w.p]
+	d.off += w.p
+	d.budget -= w.cost * 5 / 4
+	return raw, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func (d *jsonDecoder) Decode(v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return json.Unmarshal([]byte("null"), v) // encoding/json's own error
+	}
+	raw, err := d.next(rv.Type().Elem())
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
 func (d *jsonDecoder) DecodeAny() (any, error) {
 	var v any
-	err := d.d.Decode(&v)
+	err := d.Decode(&v)
 	return v, err
 }
 func (d *jsonDecoder) DecodeString() (s string, err error) {
-	err = d.d.Decode(&s)
+	err = d.Decode(&s)
 	return s, err
 }
 func (d *jsonDecoder) DecodeInt() (n int64, err error) {
-	err = d.d.Decode(&n)
+	err = d.Decode(&n)
 	return n, err
 }
+
 func (d *jsonDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
-	tok, err := d.d.Token()
+	raw, err := d.next(nil) // bounded by l, not by the budget
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
 	}
@@ -98,17 +152,17 @@ func (d *jsonDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 	l = l.withDefaults()
 	var m map[string]string
 	total, n := 0, 0
-	for d.d.More() {
+	for dec.More() {
 		n++
 		var k, v string
-		if tok, err = d.d.Token(); err != nil {
+		if tok, err = dec.Token(); err != nil {
 			return nil, err
 		}
 		k, ok := tok.(string)
 		if !ok {
 			return nil, fmt.Errorf("serialize: json: object key %v", tok)
 		}
-		if err := d.d.Decode(&v); err != nil {
+		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
 		total += len(k) + len(v)
@@ -120,7 +174,7 @@ func (d *jsonDecoder) DecodeMap(l MapLimits) (map[string]string, error) {
 		}
 		m[k] = v
 	}
-	if _, err := d.d.Token(); err != nil { // the closing brace
+	if _, err := dec.Token(); err != nil { // the closing brace
 		return nil, err
 	}
 	return m, nil

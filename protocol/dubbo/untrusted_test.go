@@ -126,7 +126,16 @@ func runMemProvider() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(exp.(*dubbo.Exporter).URL().Port)
+	// The same method exported with json: a request names its
+	// serialization, and the arguments are decoded with it.
+	port := exp.(*dubbo.Exporter).URL().Port
+	bj := &batcher{u: protocol.NewURL("dubbo", "127.0.0.1", port, "demo.BatchJSON",
+		map[string]string{protocol.KeySerialization: serialize.JSON})}
+	if _, err := p.Export(bj); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(port)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		switch in.Text() {
@@ -137,7 +146,7 @@ func runMemProvider() int {
 			fmt.Println(m.TotalAlloc, m.NumGC)
 		case "stats":
 			st := p.Stats()
-			fmt.Println(st.BadAttachments, st.BadBodies, b.calls.Load())
+			fmt.Println(st.BadAttachments, st.BadBodies, b.calls.Load()+bj.calls.Load())
 		default:
 			fmt.Println("unknown command", in.Text())
 		}
@@ -195,17 +204,23 @@ func TestRequestMemoryBound(t *testing.T) {
 	cases := []struct {
 		name string
 		body []byte
+		ser  byte // msgpack if 0
 		want string
 	}{
 		// 8 MiB of attachments declaring 4 Mi entries (just under the payload limit): a map sized from the
 		// count cost 320 MiB.
-		{"attachment count bomb", head(t, "demo.Batch", "Batch", 1000, attachmentBomb(4<<20-100), nil), "map of 4194204 entries, limit 64"},
+		{"attachment count bomb", head(t, "demo.Batch", "Batch", 1000, attachmentBomb(4<<20-100), nil), 0, "map of 4194204 entries, limit 64"},
 		// 1 MiB of one-byte elements into []wide: msgpack/v5 allocated 64 MiB.
-		{"typed slice bomb", head(t, "demo.Batch", "Batch", 1000, msgpackMap(t, nil), sliceBomb(1<<20)), "would allocate more than"},
+		{"typed slice bomb", head(t, "demo.Batch", "Batch", 1000, msgpackMap(t, nil), sliceBomb(1<<20)), 0, "would allocate more than"},
+		// 900 KB of "{}," into []wide in json: encoding/json allocated 104 MB.
+		{"json typed slice bomb", jsonSliceBomb(300_000), serialize.JSONID, "would allocate more than"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			frame := rawFrame(c.body, uint32(len(c.body)))
+			if c.ser != 0 {
+				frame = serializedFrame(c.body, c.ser)
+			}
 			var before, after, gcBefore, gcAfter uint64
 			prov.ask(t, "mem", &before, &gcBefore)
 			start := time.Now()
@@ -226,7 +241,24 @@ func TestRequestMemoryBound(t *testing.T) {
 	prov.ask(t, "stats", &badAttachments, &badBodies, &calls)
 	require.Zero(t, calls, "no method ran")
 	require.Equal(t, uint64(1), badAttachments)
-	require.Equal(t, uint64(1), badBodies)
+	require.Equal(t, uint64(2), badBodies)
+}
+
+// jsonSliceBomb is a json request body for demo.BatchJSON.Batch whose one
+// argument is an array of n empty objects, decoded into []wide.
+func jsonSliceBomb(n int) []byte {
+	b := []byte("\"demo.BatchJSON\"\n\"\"\n\"\"\n\"Batch\"\n1000\nnull\n1\n[")
+	b = append(b, bytes.Repeat([]byte("{},"), n-1)...)
+	return append(b, "{}]\n"...)
+}
+
+// serializedFrame is rawFrame's request frame with serializer id ser.
+func serializedFrame(body []byte, ser byte) []byte {
+	var h exchange.Header
+	h.Request, h.TwoWay, h.Serializer, h.ID, h.Length = true, true, ser, 1, uint32(len(body))
+	b := make([]byte, exchange.HeaderSize, exchange.HeaderSize+len(body))
+	h.Put(b)
+	return append(b, body...)
 }
 
 // TestAttachmentLimits: over a bound, the provider refuses the request with
