@@ -354,7 +354,12 @@ func TestReclaimEnoughForReservedFrame(t *testing.T) {
 	go func() { defer close(served); _ = frozen.Serve(frozenFrom{l, "127.0.0.2"}) }()
 	t.Cleanup(func() { frozen.Close(); <-served })
 	k := keeper{kept: make(chan *transport.Buffer, 4)}
-	s, addr := serve(t, k, &transport.Options{Budget: shared, MaxPayload: big, FrameTimeout: time.Second})
+	// FrameTimeout 2 s (1 s before): the 2.5 MiB frame, once let in, is
+	// read under it and the pace it implies; under -race that took 70-270 ms
+	// at load ~15, and once at load ~30 the frame was let in and never
+	// arrived ("waiters 0 queue 0"). Its tenth, 200 ms, still reserves the
+	// budget long before the non-readers' 3 s are up.
+	s, addr := serve(t, k, &transport.Options{Budget: shared, MaxPayload: big, FrameTimeout: 2 * time.Second})
 
 	looks := make(chan int, 100)
 	defer transport.OnStuckClosed(func(n int) { looks <- n })()
